@@ -1,0 +1,378 @@
+package org.jgpy.interop;
+
+import org.jgroups.Address;
+import org.jgroups.Event;
+import org.jgroups.ExtendedReceiver;
+import org.jgroups.JChannel;
+import org.jgroups.Message;
+import org.jgroups.MergeView;
+import org.jgroups.Version;
+import org.jgroups.View;
+import org.jgroups.util.UUID;
+
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.lang.reflect.InvocationTargetException;
+import java.nio.charset.Charset;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The Java side of the jgpy interop harness: a JGroups 2.12.2 node driven by JSON-line commands on stdin,
+ * answering with JSON-line replies and events on stdout. The contract is interop/PROTOCOL.md.
+ *
+ * <p>stdout carries only protocol lines; everything else (JGroups logging, the GMS address banner) goes to
+ * stderr, because System.out is redirected to System.err at start-up.</p>
+ */
+public final class JgpyNode {
+    private static PrintStream proto;
+
+    private JChannel channel;
+    private volatile byte[] providerState;
+    private volatile boolean countOnly;
+    private final AtomicLong received=new AtomicLong(), receivedBytes=new AtomicLong(), sent=new AtomicLong();
+
+    private static final Object NO_REPLY=new Object();
+
+    public static void main(String[] args) throws Exception {
+        proto=new PrintStream(new FileOutputStream(FileDescriptor.out), true, "UTF-8");
+        System.setOut(System.err);
+        new JgpyNode().run();
+    }
+
+    // ------------------------------------------------------------------ output
+
+    static void emit(Map<String,Object> m) {
+        String line=Json.write(m);
+        synchronized(proto) {
+            proto.print(line);
+            proto.print('\n');
+            proto.flush();
+        }
+    }
+
+    static void event(String name, Object... kv) {
+        Map<String,Object> m=Json.obj("event", name);
+        for(int i=0; i < kv.length; i+=2) m.put((String)kv[i], kv[i + 1]);
+        emit(m);
+    }
+
+    static Throwable unwrap(Throwable t) {
+        while(t instanceof InvocationTargetException && t.getCause() != null) t=t.getCause();
+        return t;
+    }
+
+    static String describe(Throwable t) {
+        return t.getClass().getName() + ": " + t.getMessage();
+    }
+
+    static String trace(Throwable t) {
+        StringWriter sw=new StringWriter();
+        t.printStackTrace(new PrintWriter(sw));
+        return sw.toString();
+    }
+
+    static void errorEvent(String where, Throwable t) {
+        t=unwrap(t);
+        event("error", "error", where + ": " + describe(t), "trace", trace(t));
+    }
+
+    // ------------------------------------------------------------------ command loop
+
+    void run() throws Exception {
+        event("ready", "jgroups", Version.description, "java", System.getProperty("java.version"),
+              "charset", Charset.defaultCharset().name());
+        BufferedReader in=new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while((line=in.readLine()) != null) {
+            if(line.trim().isEmpty()) continue;
+            Object id=null;
+            try {
+                Object parsed=Json.parse(line);
+                Map<String,Object> cmd=Codec.toMap(parsed, "command");
+                id=cmd.get("id");
+                Object cmdName=cmd.get("cmd");
+                if(!(cmdName instanceof String))
+                    throw new IllegalArgumentException("command without a \"cmd\" string");
+                Object res=dispatch((String)cmdName, cmd);
+                if(res == NO_REPLY) continue;
+                Map<String,Object> reply=Json.obj("reply", id, "ok", true);
+                @SuppressWarnings("unchecked")
+                Map<String,Object> r=(Map<String,Object>)res;
+                if(r != null) reply.putAll(r);
+                emit(reply);
+                if("exit".equals(cmdName)) {
+                    proto.flush();
+                    System.exit(0);
+                }
+            }
+            catch(Throwable t) {
+                t=unwrap(t);
+                emit(Json.obj("reply", id, "ok", false, "error", describe(t), "trace", trace(t)));
+            }
+        }
+        // the driver went away: do not linger
+        proto.flush();
+        Runtime.getRuntime().halt(0);
+    }
+
+    Object dispatch(String name, Map<String,Object> cmd) throws Exception {
+        switch(name) {
+            case "ping":    return Json.obj();
+            case "connect": return connect(cmd);
+            case "send":    return send(cmd);
+            case "view":    return viewBody(requireChannel().getView());
+            case "stats":   return Json.obj("received", received.get(), "received_bytes", receivedBytes.get(), "sent", sent.get());
+            case "set_state_provider":
+                providerState=Codec.toBytes(cmd.get("state"), "state");
+                return Json.obj();
+            case "get_state": {
+                JChannel ch=requireChannel();
+                Address target=resolve(cmd.get("target"));
+                long timeout=cmd.get("timeout") != null ? Codec.toLong(cmd.get("timeout"), "timeout") : 5000L;
+                String state_id=Codec.toStr(cmd.get("state_id"), "state_id");
+                boolean rc=ch.getState(target, state_id, timeout);
+                return Json.obj("result", rc);
+            }
+            case "disconnect":
+                requireChannel().disconnect();
+                return Json.obj();
+            case "close":
+                requireChannel().close();
+                return Json.obj();
+            case "halt":
+                proto.flush();
+                Runtime.getRuntime().halt(9);
+                return NO_REPLY;
+            case "exit":
+                return Json.obj();
+            case "encode": {
+                String kind=Codec.toStr(cmd.get("kind"), "kind");
+                if(kind == null) throw new IllegalArgumentException("encode needs a kind");
+                return Json.obj("hex", Json.hex(Codec.encode(kind, cmd.get("value"))));
+            }
+            case "decode": {
+                String kind=Codec.toStr(cmd.get("kind"), "kind");
+                if(kind == null) throw new IllegalArgumentException("decode needs a kind");
+                byte[] data=Codec.toBytes(cmd.get("hex"), "hex");
+                if(data == null) throw new IllegalArgumentException("decode needs hex");
+                return Codec.decode(kind, data);
+            }
+            case "bench_codec": {
+                double seconds=cmd.get("seconds") != null ? Codec.toDouble(cmd.get("seconds"), "seconds") : 3.0;
+                double warmup=cmd.get("warmup") != null ? Codec.toDouble(cmd.get("warmup"), "warmup") : Math.min(2.0, seconds);
+                return Json.obj("results", CodecBench.run(seconds, warmup));
+            }
+        }
+        throw new IllegalArgumentException("unknown command '" + name + "'");
+    }
+
+    JChannel requireChannel() {
+        if(channel == null) throw new IllegalStateException("not connected (no channel)");
+        return channel;
+    }
+
+    // ------------------------------------------------------------------ channel
+
+    Object connect(Map<String,Object> cmd) throws Exception {
+        if(channel != null && channel.isOpen())
+            throw new IllegalStateException("a channel is already open; close it first");
+        Object props=cmd.get("props");
+        if(props != null) {
+            for(Map.Entry<String,Object> e: Codec.toMap(props, "props").entrySet()) {
+                Object v=e.getValue();
+                if(v == null) System.clearProperty(e.getKey());
+                else System.setProperty(e.getKey(), v instanceof String ? (String)v : Json.write(v));
+            }
+        }
+        String config=cmd.get("config") != null ? Codec.toStr(cmd.get("config"), "config") : "udp.xml";
+        String cluster=Codec.toStr(cmd.get("cluster"), "cluster");
+        if(cluster == null) throw new IllegalArgumentException("connect needs a cluster name");
+        String name=Codec.toStr(cmd.get("name"), "name");
+        String mode=cmd.get("receive") != null ? Codec.toStr(cmd.get("receive"), "receive") : "events";
+        if(!mode.equals("events") && !mode.equals("count"))
+            throw new IllegalArgumentException("receive must be \"events\" or \"count\"");
+        countOnly=mode.equals("count");
+
+        JChannel ch=new JChannel(config);
+        if(name != null) ch.setName(name);
+        ch.setReceiver(new Recv());
+        channel=ch;
+        try {
+            ch.connect(cluster);
+        }
+        catch(Exception e) {
+            try {ch.close();} catch(Throwable ignored) {}
+            channel=null;
+            throw e;
+        }
+        Address addr=ch.getAddress();
+        Object phys=ch.downcall(new Event(Event.GET_PHYSICAL_ADDRESS, addr));
+        return Json.obj("address", Codec.toJson(addr), "name", ch.getName(), "physical", Codec.toJson(phys),
+                        "view", viewBody(ch.getView()));
+    }
+
+    Address resolve(Object dest) throws Exception {
+        if(dest == null) return null;
+        if(dest instanceof String) {
+            String n=(String)dest;
+            View v=requireChannel().getView();
+            if(v != null)
+                for(Address a: v.getMembers())
+                    if(n.equals(UUID.get(a))) return a;
+            throw new IllegalArgumentException("no member named '" + n + "' in the current view " + v);
+        }
+        return Codec.buildAddress(dest);
+    }
+
+    Object send(Map<String,Object> cmd) throws Exception {
+        JChannel ch=requireChannel();
+        Address dest=resolve(cmd.get("dest"));
+        int given=(cmd.get("payload") != null ? 1 : 0) + (cmd.get("text") != null ? 1 : 0) + (cmd.containsKey("object") ? 1 : 0);
+        if(given > 1) throw new IllegalArgumentException("send: give only one of payload, text, object");
+        byte[] buf=null;
+        Object obj=null;
+        boolean hasObj=cmd.containsKey("object");
+        if(cmd.get("payload") != null) buf=Codec.toBytes(cmd.get("payload"), "payload");
+        else if(cmd.get("text") != null) buf=Codec.toStr(cmd.get("text"), "text").getBytes(StandardCharsets.UTF_8);
+        else if(hasObj) obj=Codec.buildJavaObject(cmd.get("object"));
+        boolean oob=cmd.get("oob") != null && Codec.toBool(cmd.get("oob"), "oob");
+        int extra=cmd.get("flags") != null ? Codec.toByte(cmd.get("flags"), "flags") : 0;
+        long count=cmd.get("count") != null ? Codec.toLong(cmd.get("count"), "count") : 1;
+        for(long i=0; i < count; i++) {
+            Message msg=new Message(dest, null, buf);
+            if(hasObj) msg.setObject(obj);
+            byte flags=msg.getFlags();
+            if(oob) flags|=Message.OOB;
+            flags|=(byte)extra;
+            Codec.set(msg, "flags", flags); // raw byte: setFlag() refuses 0x80
+            ch.send(msg);
+            sent.incrementAndGet();
+        }
+        return Json.obj();
+    }
+
+    static Map<String,Object> viewBody(View v) throws Exception {
+        if(v == null)
+            return Json.obj("view_id", null, "members", null, "names", null, "merge", false, "subgroups", null);
+        List<Object> mbrs=new ArrayList<>(), names=new ArrayList<>();
+        if(v.getMembers() != null)
+            for(Address a: v.getMembers()) {
+                mbrs.add(Codec.toJson(a));
+                names.add(UUID.get(a));
+            }
+        Object subgroups=null;
+        if(v instanceof MergeView && ((MergeView)v).getSubgroups() != null) {
+            List<Object> sg=new ArrayList<>();
+            for(View s: ((MergeView)v).getSubgroups()) sg.add(Codec.toJson(s));
+            subgroups=sg;
+        }
+        return Json.obj("view_id", Codec.toJson(v.getVid()), "members", mbrs, "names", names,
+                        "merge", v instanceof MergeView, "subgroups", subgroups);
+    }
+
+    static byte[] readAll(InputStream in) throws Exception {
+        ByteArrayOutputStream bos=new ByteArrayOutputStream();
+        byte[] b=new byte[8192];
+        int n;
+        while((n=in.read(b)) >= 0) bos.write(b, 0, n);
+        return bos.toByteArray();
+    }
+
+    final class Recv implements ExtendedReceiver {
+        public void receive(Message msg) {
+            try {
+                received.incrementAndGet();
+                receivedBytes.addAndGet(msg.getLength());
+                if(countOnly) return;
+                byte[] raw=msg.getRawBuffer();
+                Address src=msg.getSrc();
+                event("msg", "src", Codec.toJson(src), "src_name", src == null ? null : UUID.get(src),
+                      "dest", Codec.toJson(msg.getDest()), "flags", msg.getFlags() & 0xff,
+                      "payload", raw == null ? null : Json.hex(raw, msg.getOffset(), msg.getLength()),
+                      "headers", Codec.headersJson(msg, true));
+            }
+            catch(Throwable t) {errorEvent("receive", t);}
+        }
+
+        public void viewAccepted(View v) {
+            try {
+                Map<String,Object> m=Json.obj("event", "view");
+                m.putAll(viewBody(v));
+                emit(m);
+            }
+            catch(Throwable t) {errorEvent("viewAccepted", t);}
+        }
+
+        public void suspect(Address mbr) {
+            try {event("suspect", "member", Codec.toJson(mbr), "name", mbr == null ? null : UUID.get(mbr));}
+            catch(Throwable t) {errorEvent("suspect", t);}
+        }
+
+        public void block()   {event("block");}
+        public void unblock() {event("unblock");}
+
+        public byte[] getState() {
+            event("get_state");
+            return providerState;
+        }
+
+        public byte[] getState(String state_id) {
+            event("get_state", "state_id", state_id);
+            return providerState;
+        }
+
+        public void getState(OutputStream out) {
+            getState(null, out);
+        }
+
+        public void getState(String state_id, OutputStream out) {
+            try {
+                if(state_id == null) event("get_state");
+                else event("get_state", "state_id", state_id);
+                byte[] s=providerState;
+                if(s != null) out.write(s);
+                out.flush();
+            }
+            catch(Throwable t) {errorEvent("getState(OutputStream)", t);}
+            finally {
+                try {out.close();} catch(Throwable ignored) {}
+            }
+        }
+
+        public void setState(byte[] state) {
+            event("set_state", "state", Json.hex(state));
+        }
+
+        public void setState(String state_id, byte[] state) {
+            event("set_state", "state", Json.hex(state), "state_id", state_id);
+        }
+
+        public void setState(InputStream in) {
+            setState(null, in);
+        }
+
+        public void setState(String state_id, InputStream in) {
+            try {
+                byte[] s=readAll(in);
+                if(state_id == null) event("set_state", "state", Json.hex(s));
+                else event("set_state", "state", Json.hex(s), "state_id", state_id);
+            }
+            catch(Throwable t) {errorEvent("setState(InputStream)", t);}
+            finally {
+                try {in.close();} catch(Throwable ignored) {}
+            }
+        }
+    }
+}

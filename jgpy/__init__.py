@@ -1,0 +1,22 @@
+"""jgpy: a JGroups 2.12.2.Final-compatible group communication stack for Python.
+
+The wire core is Cython (``jgpy._core``); protocols are Python modules named like their JGroups
+counterparts (``jgpy.protocols``). This package speaks the 2.12 wire dialect byte for byte.
+"""
+
+__version__ = "0.1.0"
+
+from jgpy.errors import ConfigError, IncompatibleVersionError, JgpyError, WireFormatError, UnknownMagicError
+from jgpy._core.address import (Address, AdditionalDataUUID, IpAddress, PayloadUUID, TopologyUUID, UUID,
+                                logical_name, set_logical_name)
+from jgpy._core.types import Digest, JoinRsp, MergeId, MergeView, PingData, Range, View, ViewId
+from jgpy._core.message import Message
+from jgpy import headers
+from jgpy._core.jg212 import DIALECT, Datagram, JavaObject, object_from_buffer, object_to_buffer
+
+__all__ = [
+    "Address", "AdditionalDataUUID", "ConfigError", "DIALECT", "Datagram", "Digest", "IncompatibleVersionError",
+    "IpAddress", "JavaObject", "JgpyError", "JoinRsp", "MergeId", "MergeView", "Message", "PayloadUUID",
+    "PingData", "Range", "TopologyUUID", "UUID", "UnknownMagicError", "View", "ViewId", "WireFormatError",
+    "headers", "logical_name", "object_from_buffer", "object_to_buffer", "set_logical_name",
+]

@@ -1,0 +1,311 @@
+"""Drive a real Java JGroups 2.12.2 node (the ``interop/`` harness) from Python.
+
+A :class:`JavaNode` is one JVM running ``org.jgpy.interop.JgpyNode`` against Debian's
+``/usr/share/java/jgroups.jar``; commands and events are JSON lines (``interop/PROTOCOL.md``).
+Nodes are always reaped: use them as context managers, or call :meth:`JavaNode.close`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import logging
+import os
+import queue
+import random
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+JGROUPS_JAR = Path(os.environ.get("JGPY_JGROUPS_JAR", "/usr/share/java/jgroups.jar"))
+REPO_ROOT = Path(__file__).resolve().parents[2]
+INTEROP_SRC = REPO_ROOT / "interop" / "src"
+MAIN_CLASS = "org.jgpy.interop.JgpyNode"
+INSTALL_HINT = ("install the Java peer with: sudo apt-get install -y default-jdk-headless libjgroups-java "
+                "(or run `make test`, which does it when run as root)")
+
+_live_nodes: "weakref.WeakSet[JavaNode]" = weakref.WeakSet()
+_compile_lock = threading.Lock()
+
+
+class JavaError(RuntimeError):
+    """A command that the Java node answered with ``ok: false``, or a node that died."""
+
+
+def interop_classes_dir() -> Path:
+    """Where the compiled harness classes are (``JGPY_INTEROP_CLASSES`` or ``interop/build/classes``)."""
+    return Path(os.environ.get("JGPY_INTEROP_CLASSES", REPO_ROOT / "interop" / "build" / "classes"))
+
+
+def java_unavailable_reason() -> str | None:
+    """None when a Java 2.12.2 peer can be started here, else why not (with the fix)."""
+    if shutil.which("java") is None or shutil.which("javac") is None:
+        return f"no java/javac on PATH; {INSTALL_HINT}"
+    if not JGROUPS_JAR.is_file():
+        return f"{JGROUPS_JAR} is missing; {INSTALL_HINT}"
+    try:
+        ensure_compiled()
+    except Exception as e:  # noqa: BLE001 - report any build failure as the reason
+        return f"could not compile the interop harness: {e}"
+    return None
+
+
+def ensure_compiled() -> Path:
+    """Compile ``interop/src`` with javac when the classes are missing or older than the sources."""
+    out = interop_classes_dir()
+    sources = sorted(INTEROP_SRC.rglob("*.java"))
+    if not sources:
+        if (out / "org" / "jgpy" / "interop" / "JgpyNode.class").is_file():
+            return out
+        raise FileNotFoundError(f"no harness sources under {INTEROP_SRC} and no compiled classes in {out}")
+    with _compile_lock:
+        stamp = out / ".stamp"
+        newest = max(p.stat().st_mtime for p in sources)
+        if stamp.is_file() and stamp.stat().st_mtime >= newest:
+            return out
+        out.mkdir(parents=True, exist_ok=True)
+        cmd = ["javac", "-nowarn", "-Xlint:-options", "-encoding", "UTF-8", "-d", str(out),
+               "-cp", str(JGROUPS_JAR)] + [str(p) for p in sources]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if res.returncode != 0:
+            raise RuntimeError(f"javac failed:\n{res.stderr[-4000:]}")
+        stamp.touch()
+    return out
+
+
+_group_counter = itertools.count()
+
+
+def unique_group() -> tuple[str, int]:
+    """A multicast address and port of our own, so parallel tests never share a group."""
+    rnd = random.Random(os.getpid() * 1000003 + next(_group_counter) * 7919 + time.monotonic_ns())
+    return f"232.{rnd.randrange(1, 255)}.{rnd.randrange(1, 255)}.{rnd.randrange(1, 255)}", rnd.randrange(20000, 60000)
+
+
+def udp_props(mcast_addr: str, mcast_port: int) -> dict[str, str]:
+    """System properties that put the jar's ``udp.xml`` on a private group on loopback."""
+    return {"jgroups.udp.mcast_addr": mcast_addr, "jgroups.udp.mcast_port": str(mcast_port),
+            "jgroups.udp.ip_ttl": "0", "jgroups.bind_addr": "127.0.0.1"}
+
+
+class JavaNode:
+    """One JVM running the interop harness.
+
+    >>> with JavaNode(name="J1") as j:
+    ...     j.connect("udp.xml", "cluster-x", props=udp_props(*unique_group()))
+    """
+
+    def __init__(self, name: str | None = None, jvm_args: tuple[str, ...] = (), start_timeout: float = 30.0,
+                 extra_classpath: tuple[str, ...] = ()):
+        reason = java_unavailable_reason()
+        if reason:
+            raise JavaError(reason)
+        self.name = name
+        self._ids = itertools.count(1)
+        self._replies: dict[int, "queue.Queue[dict]"] = {}
+        self._lock = threading.Lock()
+        self.events: "queue.Queue[dict]" = queue.Queue()
+        self._log = tempfile.NamedTemporaryFile(prefix=f"jgpy-java-{name or 'node'}-", suffix=".log", delete=False)
+        cp = os.pathsep.join([str(interop_classes_dir()), str(JGROUPS_JAR), *extra_classpath])
+        cmd = ["java", "-Djava.net.preferIPv4Stack=true", "-Djgroups.bind_addr=127.0.0.1",
+               "-Xss512k", *jvm_args, "-cp", cp, MAIN_CLASS]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     bufsize=0)
+        _live_nodes.add(self)
+        self._reader = threading.Thread(target=self._read_loop, name=f"java-node-{name}", daemon=True)
+        self._reader.start()
+        self.ready = self.wait_event(lambda e: e.get("event") == "ready", start_timeout)
+        self.address = None
+        self.physical = None
+
+    # ---- plumbing ----
+
+    def _read_loop(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                log.warning("java node %s printed a non-JSON line on stdout: %r", self.name, line[:200])
+                continue
+            rid = obj.get("reply")
+            if rid is not None:
+                with self._lock:
+                    q = self._replies.get(rid)
+                if q is not None:
+                    q.put(obj)
+            else:
+                self.events.put(obj)
+        self.events.put({"event": "_eof"})
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            with open(self._log.name, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - n))
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def call(self, cmd: str, timeout: float = 30.0, **args: Any) -> dict:
+        """Send a command and wait for its reply; raises :class:`JavaError` if it failed."""
+        rid = next(self._ids)
+        q: "queue.Queue[dict]" = queue.Queue()
+        with self._lock:
+            self._replies[rid] = q
+        line = json.dumps({"cmd": cmd, "id": rid, **args}, allow_nan=False) + "\n"
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line.encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise JavaError(f"java node {self.name} is gone ({e}); log:\n{self.log_tail()}") from None
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    rep = q.get(timeout=min(0.5, max(0.01, deadline - time.monotonic())))
+                    break
+                except queue.Empty:
+                    if self.proc.poll() is not None:
+                        raise JavaError(f"java node {self.name} exited ({self.proc.returncode}) during {cmd}; "
+                                        f"log:\n{self.log_tail()}") from None
+                    if time.monotonic() >= deadline:
+                        raise JavaError(f"no reply to {cmd} from java node {self.name} within {timeout}s") from None
+        finally:
+            with self._lock:
+                self._replies.pop(rid, None)
+        if not rep.get("ok"):
+            raise JavaError(f"{cmd} failed in java node {self.name}: {rep.get('error')}\n{rep.get('trace', '')}")
+        return rep
+
+    def wait_event(self, pred: Callable[[dict], bool], timeout: float = 30.0) -> dict:
+        """Wait for the first event matching ``pred`` (events before it are discarded)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise JavaError(f"timed out after {timeout}s waiting for an event from java node {self.name}; "
+                                f"log:\n{self.log_tail()}")
+            try:
+                ev = self.events.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            if ev.get("event") == "_eof":
+                self.events.put(ev)
+                raise JavaError(f"java node {self.name} closed its output; log:\n{self.log_tail()}")
+            if pred(ev):
+                return ev
+
+    def drain_events(self) -> list[dict]:
+        out = []
+        while True:
+            try:
+                ev = self.events.get_nowait()
+            except queue.Empty:
+                return out
+            if ev.get("event") != "_eof":
+                out.append(ev)
+
+    # ---- commands ----
+
+    def connect(self, config: str, cluster: str, props: dict[str, str] | None = None, receive: str = "events",
+                timeout: float = 60.0) -> dict:
+        rep = self.call("connect", timeout=timeout, config=config, cluster=cluster, name=self.name,
+                        props=props or {}, receive=receive)
+        self.address = rep.get("address")
+        self.physical = rep.get("physical")
+        return rep
+
+    def send(self, payload: bytes | None = None, dest: Any = None, oob: bool = False, text: str | None = None,
+             count: int = 1, flags: int = 0, timeout: float = 30.0) -> dict:
+        args: dict[str, Any] = {"dest": dest, "oob": oob, "count": count, "flags": flags}
+        if text is not None:
+            args["text"] = text
+        else:
+            args["payload"] = (payload or b"").hex()
+        return self.call("send", timeout=timeout, **args)
+
+    def encode(self, kind: str, value: Any) -> bytes:
+        return bytes.fromhex(self.call("encode", kind=kind, value=value)["hex"])
+
+    def decode(self, kind: str, data: bytes) -> dict:
+        return self.call("decode", kind=kind, hex=bytes(data).hex())
+
+    def view(self) -> dict:
+        return self.call("view")
+
+    def halt(self) -> None:
+        """Kill the JVM abruptly (``Runtime.halt``), as a crash."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((json.dumps({"cmd": "halt", "id": next(self._ids)}) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def close(self, timeout: float = 15.0) -> None:
+        """Disconnect and exit; kill the JVM if it does not go in time. Always reaps the process."""
+        if self.proc.poll() is None:
+            try:
+                self.call("exit", timeout=timeout)
+            except JavaError:
+                pass
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        _live_nodes.discard(self)
+        try:
+            os.unlink(self._log.name)
+        except OSError:
+            pass
+
+    def __enter__(self) -> "JavaNode":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"JavaNode({self.name!r}, pid={self.proc.pid})"
+
+
+@atexit.register
+def _reap_all() -> None:
+    for node in list(_live_nodes):
+        try:
+            if node.proc.poll() is None:
+                node.proc.kill()
+                node.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
