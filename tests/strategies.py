@@ -1,0 +1,129 @@
+"""Hypothesis strategies for every wire value of the 2.12 dialect."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from jgpy import (AdditionalDataUUID, Digest, IpAddress, JavaObject, JoinRsp, MergeId, MergeView, Message, PayloadUUID,
+                  PingData, Range, TopologyUUID, UUID, View, ViewId)
+from jgpy.headers import (CompressHeader, CoordAnnouncement, FcHeader, FdHeader, FdSockHeader, FlushHeader,
+                          FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader, NakAckHeader, PingHeader,
+                          RequestCorrelatorHeader, SequencerHeader, SfcHeader, StableHeader, StateHeader,
+                          StreamingStateHeader, TpHeader, Unicast2Header, UnicastHeader, VerifyHeader)
+
+i8 = st.integers(-128, 127)
+i16 = st.integers(-(1 << 15), (1 << 15) - 1)
+i32 = st.integers(-(1 << 31), (1 << 31) - 1)
+i64 = st.integers(-(1 << 63), (1 << 63) - 1)
+u16 = st.integers(0, 0xFFFF)
+# any Java string: UTF-16 code units incl. NUL, non-BMP and lone surrogates
+jtext = st.text(st.characters(codec=None, blacklist_categories=()), max_size=40)
+opt_text = st.none() | jtext
+small_bytes = st.binary(max_size=40)
+opt_extra = st.none() | st.binary(min_size=1, max_size=20)
+
+plain_uuids = st.builds(UUID, i64, i64)
+uuids = st.one_of(
+    plain_uuids,
+    st.builds(UUID, i64, i64, opt_extra),
+    st.builds(PayloadUUID, i64, i64, opt_text, opt_extra),
+    st.builds(AdditionalDataUUID, i64, i64, st.none() | small_bytes, opt_extra),
+    st.builds(TopologyUUID, i64, i64, opt_text, opt_text, opt_text, opt_extra),
+)
+ipv4 = st.builds(IpAddress, st.binary(min_size=4, max_size=4), u16, st.none(), opt_extra)
+ipv6 = st.builds(IpAddress, st.binary(min_size=16, max_size=16), u16, st.integers(0, (1 << 31) - 1), opt_extra)
+ip_addrs = ipv4 | ipv6
+addresses = uuids | ip_addrs
+opt_addr = st.none() | addresses
+addr_lists = st.none() | st.lists(opt_addr, max_size=5)
+member_lists = st.none() | st.lists(plain_uuids, max_size=6)
+
+view_ids = st.builds(ViewId, opt_addr, i64)
+opt_view_id = st.none() | view_ids
+plain_views = st.builds(View, opt_view_id, member_lists, st.none())
+
+
+def _merge_views(children):
+    return st.builds(MergeView, opt_view_id, member_lists, st.none() | st.lists(children, min_size=1, max_size=3),
+                     st.none())
+
+
+views = st.recursive(plain_views, _merge_views, max_leaves=6)
+opt_view = st.none() | views
+
+
+@st.composite
+def digests(draw):
+    n = draw(st.integers(0, 8))
+    addrs = draw(st.lists(addresses, min_size=n, max_size=n, unique_by=lambda a: (type(a) is IpAddress, a)))
+    entries = []
+    for a in addrs:
+        low = draw(i64)
+        hd = draw(st.integers(low, (1 << 63) - 1))
+        entries.append((a, low, hd, draw(i64)))
+    return Digest(entries)
+
+
+opt_digest = st.none() | digests()
+join_rsps = st.builds(JoinRsp, st.none() | plain_views, opt_digest, opt_text)
+merge_ids = st.builds(MergeId, opt_addr, i32)
+ping_datas = st.builds(PingData, opt_addr, opt_view, opt_view_id, st.booleans(), opt_text, addr_lists)
+ranges = st.builds(Range, i64, i64)
+
+headers = st.one_of(
+    st.builds(TpHeader, jtext),
+    st.builds(NakAckHeader, st.sampled_from([1, 3]), i64),
+    st.builds(NakAckHeader, st.just(2), st.just(-1), st.none() | ranges, opt_addr),
+    st.builds(UnicastHeader, st.just(0), i64, i16, st.booleans()),
+    st.builds(UnicastHeader, st.just(1), i64),
+    st.builds(UnicastHeader, st.just(2)),
+    st.builds(Unicast2Header, st.just(0), i64, st.just(0), i16, st.booleans()),
+    st.builds(Unicast2Header, st.sampled_from([1, 3]), i64, i64),
+    st.builds(Unicast2Header, st.just(2), i64),
+    st.builds(FragHeader, i64, i32, i32),
+    st.builds(FcHeader, i8), st.builds(SfcHeader, i8),
+    st.builds(PingHeader, i8, st.none() | ping_datas, opt_text, opt_view_id),
+    st.builds(GmsHeader, i8, opt_view, opt_addr, addr_lists, st.none() | join_rsps, opt_digest,
+              st.none() | merge_ids, st.booleans(), st.booleans()),
+    st.builds(StableHeader, i32, opt_digest),
+    st.builds(FdHeader, i8, addr_lists, opt_addr),
+    st.builds(HeartbeatHeader),
+    st.builds(FdSockHeader, i8, opt_addr, st.none() | ip_addrs,
+              st.none() | st.lists(st.tuples(opt_addr, st.none() | ip_addrs), min_size=1, max_size=4),
+              st.none() | st.lists(opt_addr, min_size=1, max_size=4)),
+    st.builds(VerifyHeader, i16, opt_addr),
+    st.builds(StateHeader, i8, i64, opt_addr, opt_digest, opt_text),
+    st.builds(StreamingStateHeader, i8, i64, opt_addr, opt_digest, st.none() | ip_addrs, opt_text),
+    st.builds(FlushHeader, i8, i64, addr_lists, opt_digest),
+    st.builds(SequencerHeader, i8, opt_view_id),
+    st.builds(CompressHeader, i32),
+    st.builds(CoordAnnouncement, opt_view),
+    st.builds(RequestCorrelatorHeader, i8, i64, st.booleans(), i16),
+    st.builds(MultiDestinationHeader, i8, i64, st.booleans(), i16, addr_lists),
+)
+
+
+@st.composite
+def messages(draw, with_addrs=True):
+    m = Message(draw(opt_addr) if with_addrs else None, draw(st.none() | st.binary(max_size=300)),
+                draw(opt_addr) if with_addrs else None, draw(st.integers(0, 255)))
+    for pid in draw(st.lists(st.integers(1, 32767), unique=True, max_size=5)):
+        m.put_header(pid, draw(headers))
+    return m
+
+
+java_objects = st.one_of(
+    st.builds(JavaObject, st.just("null"), st.none()),
+    st.builds(JavaObject, st.just("Boolean"), st.booleans()),
+    st.builds(JavaObject, st.just("Byte"), i8),
+    st.builds(JavaObject, st.just("Short"), i16),
+    st.builds(JavaObject, st.just("Integer"), i32),
+    st.builds(JavaObject, st.just("Long"), i64),
+    st.builds(JavaObject, st.just("Character"), st.characters(max_codepoint=0xFFFF)),
+    st.builds(JavaObject, st.just("Double"), st.floats(allow_nan=False)),
+    st.builds(JavaObject, st.just("Float"), st.floats(width=32, allow_nan=False)),
+    st.builds(JavaObject, st.just("String"), st.text(st.characters(max_codepoint=0xFF), max_size=30)),
+    st.builds(JavaObject, st.just("byte[]"), small_bytes),
+    st.builds(JavaObject, st.just("Serializable"), small_bytes),
+    st.builds(JavaObject, st.just("Streamable"), plain_views | views | view_ids | digests() | ping_datas),
+)
