@@ -1,0 +1,1 @@
+"""Diagnostics: capture and decode JGroups traffic."""

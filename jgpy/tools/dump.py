@@ -1,0 +1,76 @@
+"""Human-readable rendering of decoded JGroups datagrams and TCP streams (``python -m jgpy decode``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jgpy import DIALECT, WireFormatError
+from jgpy._core import jg212
+from jgpy._core.message import flags_to_string
+from jgpy.errors import version_string
+
+
+def protocol_label(pid: int) -> str:
+    name = jg212.PROTOCOL_NAMES.get(pid)
+    return f"{name}({pid})" if name else f"id {pid}"
+
+
+def describe_message(m, index: int | None = None) -> list[str]:
+    head = f"msg {index}: " if index is not None else "msg: "
+    parts = [f"src={m.src}", f"dst={m.dest if m.dest is not None else '<all>'}"]
+    if m.flags:
+        parts.append(f"flags={flags_to_string(m.flags)}")
+    if m.has_buffer():
+        payload = m.buffer
+        preview = payload[:32].hex() + ("..." if len(payload) > 32 else "")
+        parts.append(f"payload={len(payload)} bytes {preview}")
+    lines = [head + " ".join(parts)]
+    for pid, hdr in m.headers:
+        lines.append(f"    {protocol_label(pid)}: {hdr!r}")
+    return lines
+
+
+def describe_datagram(data: bytes, prefix: str = "") -> list[str]:
+    """Lines describing one datagram (or TCP frame payload); decoding errors are reported, not raised."""
+    try:
+        dg = DIALECT.decode_datagram(data, check_version=False)
+        for m in dg.messages:
+            m.headers
+    except WireFormatError as e:
+        return [f"{prefix}{len(data)} bytes: NOT DECODABLE: {e}"]
+    flags = "|".join(n for bit, n in ((1, "LIST"), (2, "MULTICAST"), (4, "OOB")) if dg.tp_flags & bit) or "0"
+    lines = [f"{prefix}{len(data)} bytes, version {version_string(dg.version)}, flags {flags}, "
+             f"{len(dg.messages)} message(s)" + (f", {dg.trailing} trailing bytes" if dg.trailing else "")]
+    for i, m in enumerate(dg.messages, 1):
+        lines.extend("  " + line for line in describe_message(m, i))
+    return lines
+
+
+@dataclass
+class TcpDecode:
+    """A decoded TCP stream: the handshake (if it starts one) and the datagrams of its frames."""
+
+    handshake: tuple | None = None
+    frames: list[bytes] = field(default_factory=list)
+    rest: int = 0
+    error: str | None = None
+
+
+def decode_tcp_stream(data: bytes, max_frame: int = 64 << 20) -> TcpDecode:
+    out = TcpDecode()
+    pos = 0
+    if data[:4] == jg212.TCP_COOKIE:
+        try:
+            version, addr, used = jg212.decode_tcp_handshake(data)
+        except WireFormatError as e:
+            out.error = str(e)
+            return out
+        out.handshake = (version, addr)
+        pos = used
+    dec = jg212.TcpFrameDecoder(max_frame)
+    try:
+        out.frames = dec.feed(data[pos:])
+    except WireFormatError as e:
+        out.error = str(e)
+    out.rest = dec.pending
+    return out
