@@ -1269,6 +1269,14 @@ cdef class Dialect212(WireDialect):
         cdef Reader r = Reader(data)
         return self.read_datagram_into(r, out, check_version)
 
+    def write_datagram(self, Writer w, Message msg, bint multicast):
+        """Append ``msg`` as a single-message datagram to a (reused) writer: the transport's send path."""
+        self.write_single(w, msg, multicast)
+
+    def write_bundle(self, Writer w, list msgs, dest, src, bint multicast):
+        """Append a bundle datagram to a (reused) writer."""
+        self.write_list(w, dest, src, msgs, multicast)
+
     def write_message_to(self, Writer w, Message msg):
         """Append ``Message.writeTo`` of ``msg`` (no transport framing)."""
         self.write_message(w, msg, False, None)

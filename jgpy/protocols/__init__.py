@@ -1,0 +1,1 @@
+"""Protocols, one module per JGroups protocol (named and configured as in the XML stack configs)."""
