@@ -114,3 +114,29 @@ def test_lazy_headers_are_copied_raw():
     assert DIALECT.encode(got) == data
     got.get_header(15).seqno = 8                                         # materialise and change
     assert DIALECT.decode(Message, DIALECT.encode(got)).get_header(15).seqno == 8
+
+
+def test_python_registered_header_roundtrip():
+    """The registration hook: a header class defined in Python, with Python read/write, rides in messages."""
+    from jgpy._core.wire import Reader, Writer
+
+    class ScoreHeader:
+        def __init__(self, player: str, score: int):
+            self.player, self.score = player, score
+
+    def read(r: Reader):
+        return ScoreHeader(r.read_string("ScoreHeader.player"), r.read_long("ScoreHeader.score"))
+
+    def write(w: Writer, h: ScoreHeader):
+        w.write_string(h.player)
+        w.write_long(h.score)
+
+    DIALECT.register_header(4711, ScoreHeader, read, write, java_class="com.example.ScoreHeader")
+    m = Message(None, b"p", None)
+    m.put_header(1001, ScoreHeader("\u00e9ve", -3))
+    got = DIALECT.decode_datagram(DIALECT.encode_message(m)).messages[0].get_header(1001)
+    assert isinstance(got, ScoreHeader) and (got.player, got.score) == ("\u00e9ve", -3)
+    assert DIALECT.magic_of(ScoreHeader) == 4711
+    import pytest
+    with pytest.raises(ValueError):
+        DIALECT.register_header(1000, ScoreHeader, read, write)      # Java reserves magics <= 1024

@@ -4,6 +4,8 @@ from libc.stdint cimport int32_t, int64_t
 
 cdef class Address:
     cpdef int32_t java_hash(self)
+    cpdef object _eq(self, object other)
+    cpdef int compare_to(self, object other) except? -2
 
 
 cdef class UUID(Address):

@@ -34,10 +34,34 @@ cdef UUID make_uuid(int64_t msb, int64_t lsb):
 
 
 cdef class Address:
-    """Base class of every member address."""
+    """Base class of every member address: Java's equals/hashCode/compareTo semantics for Python."""
 
     cpdef int32_t java_hash(self):
+        """Java's ``hashCode()``."""
         raise NotImplementedError
+
+    cpdef object _eq(self, object other):
+        """Java's ``equals``, or NotImplemented for an object of another address family."""
+        raise NotImplementedError
+
+    cpdef int compare_to(self, object other) except? -2:
+        """Java's ``compareTo``: -1, 0 or 1 (TypeError across address families, where Java throws)."""
+        raise NotImplementedError
+
+    def __hash__(self):
+        return self.java_hash()
+
+    def __eq__(self, other):
+        return self._eq(other)
+
+    def __ne__(self, other):
+        r = self._eq(other)
+        return r if r is NotImplemented else not r
+
+    def __lt__(self, other): return self.compare_to(other) < 0
+    def __le__(self, other): return self.compare_to(other) <= 0
+    def __gt__(self, other): return self.compare_to(other) > 0
+    def __ge__(self, other): return self.compare_to(other) >= 0
 
 
 def _hex(v, digits):
@@ -85,19 +109,12 @@ cdef class UUID(Address):
         cdef uint64_t m = <uint64_t>self.msb, l = <uint64_t>self.lsb
         return <int32_t>(<uint32_t>((m >> 32) ^ m ^ (l >> 32) ^ l))
 
-    def __hash__(self):
-        return self.java_hash()
-
-    def __eq__(self, other):
+    cpdef object _eq(self, object other):
         if not isinstance(other, UUID):
             return NotImplemented
         return self.msb == (<UUID>other).msb and self.lsb == (<UUID>other).lsb
 
-    def __ne__(self, other):
-        r = self.__eq__(other)
-        return r if r is NotImplemented else not r
-
-    def _cmp(self, other):
+    cpdef int compare_to(self, object other) except? -2:
         if not isinstance(other, UUID):
             raise TypeError(f"cannot order a UUID and a {type(other).__name__}")
         cdef UUID o = <UUID>other
@@ -106,15 +123,6 @@ cdef class UUID(Address):
         if self.lsb != o.lsb:
             return -1 if self.lsb < o.lsb else 1
         return 0
-
-    def compare_to(self, other):
-        """Java ``compareTo``: -1, 0 or 1."""
-        return self._cmp(other)
-
-    def __lt__(self, other): return self._cmp(other) < 0
-    def __le__(self, other): return self._cmp(other) <= 0
-    def __gt__(self, other): return self._cmp(other) > 0
-    def __ge__(self, other): return self._cmp(other) >= 0
 
     def __str__(self):
         n = _names.get(self)
@@ -249,19 +257,13 @@ cdef class IpAddress(Address):
             return self.port
         return <int32_t>(<uint32_t>_java_inet_hash(self.ip) + <uint32_t>self.port)
 
-    def __hash__(self):
-        return self.java_hash()
-
-    def __eq__(self, other):
+    cpdef object _eq(self, object other):
         if not isinstance(other, IpAddress):
             return NotImplemented
         return self.ip == (<IpAddress>other).ip and self.port == (<IpAddress>other).port
 
-    def __ne__(self, other):
-        r = self.__eq__(other)
-        return r if r is NotImplemented else not r
-
-    def _cmp(self, other):
+    cpdef int compare_to(self, object other) except? -2:
+        """InetAddress hash code (signed), then port."""
         if not isinstance(other, IpAddress):
             raise TypeError(f"cannot order an IpAddress and a {type(other).__name__}")
         cdef IpAddress o = <IpAddress>other
@@ -277,15 +279,6 @@ cdef class IpAddress(Address):
         if h1 != h2:
             return -1 if h1 < h2 else 1
         return (self.port > o.port) - (self.port < o.port)
-
-    def compare_to(self, other):
-        """Java ``compareTo``: InetAddress hash code (signed), then port."""
-        return self._cmp(other)
-
-    def __lt__(self, other): return self._cmp(other) < 0
-    def __le__(self, other): return self._cmp(other) <= 0
-    def __gt__(self, other): return self._cmp(other) > 0
-    def __ge__(self, other): return self._cmp(other) >= 0
 
     def __str__(self):
         h = self.host

@@ -33,24 +33,14 @@ class Packet:
     proto: str = "udp"
 
 
-class MulticastTap:
-    """Join a multicast group on an interface and record every datagram sent to it.
+class _Recorder:
+    """A socket read by a background thread; every packet :meth:`_handle` accepts is kept."""
 
-    The socket shares the group port with the members (SO_REUSEADDR), so it sees exactly what a
-    member's multicast socket sees. Use as a context manager; :meth:`packets` returns what arrived.
-    """
-
-    def __init__(self, group: str, port: int, interface: str = "127.0.0.1", rcvbuf: int = 4 << 20):
-        self.group, self.port = group, port
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.bind((group, port))
-        mreq = socket.inet_aton(group) + socket.inet_aton(interface)
-        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+    def __init__(self, sock: socket.socket, name: str):
+        self.sock = sock
         self._packets: list[Packet] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"tap-{group}:{port}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -59,10 +49,15 @@ class MulticastTap:
             if not r:
                 continue
             try:
-                data, src = self.sock.recvfrom(65535)
+                data, addr = self.sock.recvfrom(65535 + 64)
             except OSError:
                 return
-            self._packets.append(Packet(time.time(), src, (self.group, self.port), data))
+            pkt = self._handle(data, addr)
+            if pkt is not None:
+                self._packets.append(pkt)
+
+    def _handle(self, data: bytes, addr) -> Packet | None:
+        raise NotImplementedError
 
     def packets(self) -> list[Packet]:
         return list(self._packets)
@@ -72,11 +67,31 @@ class MulticastTap:
         self._thread.join(timeout=2)
         self.sock.close()
 
-    def __enter__(self) -> "MulticastTap":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class MulticastTap(_Recorder):
+    """Join a multicast group on an interface and record every datagram sent to it.
+
+    The socket shares the group port with the members (SO_REUSEADDR), so it sees exactly what a
+    member's multicast socket sees. Use as a context manager; :meth:`packets` returns what arrived.
+    """
+
+    def __init__(self, group: str, port: int, interface: str = "127.0.0.1", rcvbuf: int = 4 << 20):
+        self.group, self.port = group, port
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.bind((group, port))
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(group) + socket.inet_aton(interface))
+        super().__init__(sock, f"tap-{group}:{port}")
+
+    def _handle(self, data: bytes, addr) -> Packet | None:
+        return Packet(time.time(), addr, (self.group, self.port), data)
 
 
 def sniffer_available() -> str | None:
@@ -93,7 +108,7 @@ def sniffer_available() -> str | None:
     return None
 
 
-class LoopbackSniffer:
+class LoopbackSniffer(_Recorder):
     """Record the UDP (and optionally TCP) packets on ``lo`` whose ports are in ``ports`` (all if None).
 
     Loopback packets pass the interface twice; only the outgoing copy is kept.
@@ -102,48 +117,22 @@ class LoopbackSniffer:
     def __init__(self, ports: Iterable[int] | None = None, interface: str = "lo", tcp: bool = False):
         self.ports = set(ports) if ports is not None else None
         self.tcp = tcp
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-        self.sock.bind((interface, 0))
-        self._packets: list[Packet] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sniffer", daemon=True)
-        self._thread.start()
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        sock.bind((interface, 0))
+        super().__init__(sock, "sniffer")
 
     def add_ports(self, ports: Iterable[int]) -> None:
         if self.ports is not None:
             self.ports.update(ports)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            r, _, _ = select.select([self.sock], [], [], 0.1)
-            if not r:
-                continue
-            try:
-                frame, addr = self.sock.recvfrom(65535 + 64)
-            except OSError:
-                return
-            if addr[2] != PACKET_OUTGOING:
-                continue
-            pkt = parse_ethernet(frame, time.time(), tcp=self.tcp)
-            if pkt is None:
-                continue
-            if self.ports is None or pkt.src[1] in self.ports or pkt.dst[1] in self.ports:
-                self._packets.append(pkt)
-
-    def packets(self) -> list[Packet]:
-        return list(self._packets)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
-
-    def __enter__(self) -> "LoopbackSniffer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _handle(self, frame: bytes, addr) -> Packet | None:
+        if addr[2] != PACKET_OUTGOING:
+            return None
+        pkt = parse_ethernet(frame, time.time(), tcp=self.tcp)
+        if pkt is None or (self.ports is not None and pkt.src[1] not in self.ports and pkt.dst[1] not in self.ports):
+            return None
+        return pkt
 
 
 def parse_ip(buf: bytes, ts: float, tcp: bool = False) -> Packet | None:
