@@ -117,8 +117,9 @@ class JavaNode:
         cp = os.pathsep.join([str(interop_classes_dir()), str(JGROUPS_JAR), *extra_classpath])
         cmd = ["java", "-Djava.net.preferIPv4Stack=true", "-Djgroups.bind_addr=127.0.0.1",
                "-Xss512k", *jvm_args, "-cp", cp, MAIN_CLASS]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                     bufsize=0)
+        # buffered pipes: the reader thread must get whole lines per system call (a byte-wise reader is
+        # starved by GIL contention on a loaded machine); commands are flushed explicitly
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
         _live_nodes.add(self)
         self._reader = threading.Thread(target=self._read_loop, name=f"java-node-{name}", daemon=True)
         self._reader.start()
