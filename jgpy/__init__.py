@@ -13,8 +13,21 @@ from jgpy._core.types import Digest, JoinRsp, MergeId, MergeView, PingData, Rang
 from jgpy._core.message import Message
 from jgpy import headers
 from jgpy._core.jg212 import DIALECT, Datagram, JavaObject, object_from_buffer, object_to_buffer
+from jgpy.stack.config import set_system_property
+
+
+def __getattr__(name):
+    # the stack pulls in sockets and threads: import it on first use only
+    if name in ("Channel", "Receiver", "ChannelError"):
+        from jgpy import channel
+        return getattr(channel, name)
+    if name == "AsyncChannel":
+        from jgpy.aio import AsyncChannel
+        return AsyncChannel
+    raise AttributeError(f"module 'jgpy' has no attribute {name!r}")
 
 __all__ = [
+    "AsyncChannel", "Channel", "ChannelError", "Receiver", "set_system_property",
     "Address", "AdditionalDataUUID", "ConfigError", "DIALECT", "Datagram", "Digest", "IncompatibleVersionError",
     "IpAddress", "JavaObject", "JgpyError", "JoinRsp", "MergeId", "MergeView", "Message", "PayloadUUID",
     "PingData", "Range", "TopologyUUID", "UUID", "UnknownMagicError", "View", "ViewId", "WireFormatError",

@@ -1277,6 +1277,23 @@ cdef class Dialect212(WireDialect):
         """Append a bundle datagram to a (reused) writer."""
         self.write_list(w, dest, src, msgs, multicast)
 
+    def encode_list_entry(self, Message msg, list_src):
+        """One message of a bundle as the bundler queues it: the 0x01 "more" byte, then
+        ``writeToNoAddrs(list_src)``; a datagram is then prefix + entries + 0x00."""
+        cdef Writer w = Writer(64 + msg._len)
+        w.byte(1)
+        self.write_message(w, msg, True, list_src)
+        return w.getvalue()
+
+    def list_prefix(self, dest, src, bint multicast):
+        """The start of a bundle datagram: version, LIST flags, the list dest and src."""
+        cdef Writer w = Writer(64)
+        w.short(_VERSION)
+        w.byte(TP_LIST | (TP_MULTICAST if multicast else 0))
+        write_address(w, dest)
+        write_address(w, src)
+        return w.getvalue()
+
     def write_message_to(self, Writer w, Message msg):
         """Append ``Message.writeTo`` of ``msg`` (no transport framing)."""
         self.write_message(w, msg, False, None)

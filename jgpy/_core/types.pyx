@@ -303,12 +303,23 @@ cdef class PingData:
 
     @property
     def coord_addr(self):
-        return self.view_id.coord_addr if self.view_id is not None else None
+        """The coordinator the sender names: from its view id, else from its view."""
+        if self.view_id is not None:
+            return self.view_id.coord_addr
+        if self.view is not None and self.view.vid is not None:
+            return self.view.vid.coord_addr
+        return None
+
+    @property
+    def has_coord(self):
+        """True when the sender is a server and names a coordinator (``PingData.hasCoord``)."""
+        return self.is_server and self.own_addr is not None and self.coord_addr is not None
 
     @property
     def is_coord(self):
-        """True when the sender says it is a coordinator (server whose view id names itself)."""
-        return self.is_server and self.view_id is not None and self.view_id.coord_addr == self.own_addr
+        """True when the sender says it is the coordinator (``PingData.isCoord``)."""
+        c = self.coord_addr
+        return self.is_server and self.own_addr is not None and c is not None and self.own_addr == c
 
     def _key(self):
         return (self.own_addr, self.view, self.view_id, self.is_server, self.logical_name, self.physical_addrs)

@@ -231,13 +231,23 @@ class JavaNode:
         return rep
 
     def send(self, payload: bytes | None = None, dest: Any = None, oob: bool = False, text: str | None = None,
-             count: int = 1, flags: int = 0, timeout: float = 30.0) -> dict:
-        args: dict[str, Any] = {"dest": dest, "oob": oob, "count": count, "flags": flags}
-        if text is not None:
+             count: int = 1, flags: int = 0, timeout: float = 60.0, numbered: bool = False, start: int = 0,
+             java_string: str | None = None) -> dict:
+        """Send from the Java node: raw ``payload`` bytes, ``text`` (UTF-8 bytes) or ``java_string``
+        (``setObject(String)``); ``numbered`` appends ``":<n>"`` (n from ``start``) to each of ``count`` copies."""
+        args: dict[str, Any] = {"dest": dest, "oob": oob, "count": count, "flags": flags, "numbered": numbered,
+                                "start": start}
+        if java_string is not None:
+            args["object"] = {"class": "JavaObject", "type": "String", "value": java_string}
+        elif text is not None:
             args["text"] = text
         else:
             args["payload"] = (payload or b"").hex()
         return self.call("send", timeout=timeout, **args)
+
+    def protocol_stats(self) -> dict:
+        """``JChannel.dumpStats()`` of the Java node: {protocol: {statistic: value}}."""
+        return self.call("dump_stats")["stats"]
 
     def encode(self, kind: str, value: Any) -> bytes:
         return bytes.fromhex(self.call("encode", kind=kind, value=value)["hex"])

@@ -24,6 +24,7 @@ import java.lang.reflect.InvocationTargetException;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
@@ -134,6 +135,7 @@ public final class JgpyNode {
             case "send":    return send(cmd);
             case "view":    return viewBody(requireChannel().getView());
             case "stats":   return Json.obj("received", received.get(), "received_bytes", receivedBytes.get(), "sent", sent.get());
+            case "dump_stats": return protocolStats();
             case "set_state_provider":
                 providerState=Codec.toBytes(cmd.get("state"), "state");
                 return Json.obj();
@@ -250,9 +252,24 @@ public final class JgpyNode {
         boolean oob=cmd.get("oob") != null && Codec.toBool(cmd.get("oob"), "oob");
         int extra=cmd.get("flags") != null ? Codec.toByte(cmd.get("flags"), "flags") : 0;
         long count=cmd.get("count") != null ? Codec.toLong(cmd.get("count"), "count") : 1;
+        // numbered: payload (bytes, or the String object) gets ":<n>" appended, n = start, start+1, ...
+        boolean numbered=cmd.get("numbered") != null && Codec.toBool(cmd.get("numbered"), "numbered");
+        long start=cmd.get("start") != null ? Codec.toLong(cmd.get("start"), "start") : 0;
         for(long i=0; i < count; i++) {
-            Message msg=new Message(dest, null, buf);
-            if(hasObj) msg.setObject(obj);
+            byte[] b=buf;
+            Object o=obj;
+            if(numbered) {
+                String suffix=":" + (start + i);
+                if(hasObj && obj instanceof String) o=obj + suffix;
+                else if(!hasObj) {
+                    byte[] base=buf != null ? buf : new byte[0];
+                    byte[] sfx=suffix.getBytes(StandardCharsets.US_ASCII);
+                    b=Arrays.copyOf(base, base.length + sfx.length);
+                    System.arraycopy(sfx, 0, b, base.length, sfx.length);
+                }
+            }
+            Message msg=new Message(dest, null, b);
+            if(hasObj) msg.setObject(o);
             byte flags=msg.getFlags();
             if(oob) flags|=Message.OOB;
             flags|=(byte)extra;
@@ -261,6 +278,24 @@ public final class JgpyNode {
             sent.incrementAndGet();
         }
         return Json.obj();
+    }
+
+    /** JChannel.dumpStats(): protocol name -> {stat: value as a string or number}. */
+    Map<String,Object> protocolStats() throws Exception {
+        JChannel ch=requireChannel();
+        Map<String,Object> out=Json.obj();
+        for(Map.Entry<String,Object> e: ch.dumpStats().entrySet()) {
+            Map<String,Object> stats=Json.obj();
+            if(e.getValue() instanceof Map) {
+                for(Map.Entry<?,?> s: ((Map<?,?>)e.getValue()).entrySet()) {
+                    Object v=s.getValue();
+                    stats.put(String.valueOf(s.getKey()),
+                              v instanceof Number || v instanceof Boolean ? v : String.valueOf(v));
+                }
+            }
+            out.put(e.getKey(), stats);
+        }
+        return Json.obj("stats", out);
     }
 
     static Map<String,Object> viewBody(View v) throws Exception {

@@ -1,0 +1,126 @@
+"""asyncio facade over :class:`jgpy.Channel`.
+
+>>> async def main():
+...     async with AsyncChannel("udp.xml", name="A") as ch:
+...         await ch.connect("demo")
+...         await ch.send(None, b"hello")
+...         async for msg in ch:          # messages (views: ch.views())
+...             print(msg.src, msg.buffer)
+
+Callbacks of the channel's delivery threads are handed to the event loop with
+``call_soon_threadsafe``; blocking channel calls (connect, send under flow control, disconnect) run in
+the loop's default executor so the loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Mapping
+
+from jgpy.channel import Channel, Receiver
+
+
+class _Bridge(Receiver):
+    def __init__(self, owner: "AsyncChannel") -> None:
+        self.owner = owner
+
+    def receive(self, msg) -> None:
+        self.owner._post(self.owner._messages, msg)
+
+    def view_accepted(self, view) -> None:
+        self.owner._post(self.owner._views, view)
+
+    def suspect(self, addr) -> None:
+        self.owner._post(self.owner._events, ("suspect", addr))
+
+    def block(self) -> None:
+        self.owner._post(self.owner._events, ("block", None))
+
+    def unblock(self) -> None:
+        self.owner._post(self.owner._events, ("unblock", None))
+
+
+class AsyncChannel:
+    """A :class:`Channel` for asyncio code. ``max_queued`` bounds the message queue (0: unbounded);
+    when it is full, delivery waits, which slows senders down through flow control."""
+
+    def __init__(self, config: str = "udp.xml", name: str | None = None, props: Mapping[str, str] | None = None,
+                 max_queued: int = 0):
+        self.channel = Channel(config, name, props)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._messages: asyncio.Queue = asyncio.Queue(max_queued)
+        self._views: asyncio.Queue = asyncio.Queue()
+        self._events: asyncio.Queue = asyncio.Queue()
+        self.channel.receiver = _Bridge(self)
+
+    def _post(self, q: asyncio.Queue, item: Any) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if q.maxsize and q is self._messages:
+            fut = asyncio.run_coroutine_threadsafe(q.put(item), loop)
+            try:
+                fut.result()
+            except Exception:  # noqa: BLE001 - the loop went away
+                pass
+        else:
+            loop.call_soon_threadsafe(q.put_nowait, item)
+
+    async def _run(self, fn, *args):
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        return await loop.run_in_executor(None, fn, *args)
+
+    async def connect(self, cluster: str) -> "AsyncChannel":
+        await self._run(self.channel.connect, cluster)
+        return self
+
+    async def send(self, dest_or_msg: Any, payload: Any = None, *, oob: bool = False, flags: int = 0) -> None:
+        await self._run(lambda: self.channel.send(dest_or_msg, payload, oob=oob, flags=flags))
+
+    async def disconnect(self) -> None:
+        await self._run(self.channel.disconnect)
+
+    async def close(self) -> None:
+        await self._run(self.channel.close)
+
+    async def receive(self, timeout: float | None = None):
+        """The next message (``asyncio.TimeoutError`` after ``timeout`` seconds)."""
+        return await asyncio.wait_for(self._messages.get(), timeout)
+
+    async def next_view(self, timeout: float | None = None):
+        return await asyncio.wait_for(self._views.get(), timeout)
+
+    async def next_event(self, timeout: float | None = None):
+        """``("suspect", addr)``, ``("block", None)`` or ``("unblock", None)``."""
+        return await asyncio.wait_for(self._events.get(), timeout)
+
+    async def views(self) -> AsyncIterator:
+        while True:
+            yield await self._views.get()
+
+    def __aiter__(self) -> AsyncIterator:
+        return self._iter()
+
+    async def _iter(self):
+        while self.channel.is_open:
+            yield await self._messages.get()
+
+    @property
+    def view(self):
+        return self.channel.view
+
+    @property
+    def address(self):
+        return self.channel.address
+
+    @property
+    def name(self):
+        return self.channel.name
+
+    async def __aenter__(self) -> "AsyncChannel":
+        self._loop = asyncio.get_running_loop()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

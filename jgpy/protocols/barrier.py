@@ -1,0 +1,103 @@
+"""BARRIER: hold back multicast messages while closed (``org.jgroups.protocols.BARRIER``).
+
+State transfer and flush close the barrier so that no multicast is delivered while a digest and the
+application state are taken, then open it. Java blocks the threads that carry messages; jgpy never
+blocks a receive thread, so while closed it keeps the multicast messages (in arrival order) and passes
+them up when the barrier opens (NAKACK restores per-sender order anyway). Unicasts always pass. No
+header, nothing on the wire.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from jgpy.stack.events import Event, EventType
+from jgpy.stack.properties import Property, to_int
+from jgpy.stack.protocol import Protocol
+
+
+class BARRIER(Protocol):
+    NAME = "BARRIER"
+
+    max_close_time = Property(to_int, 60000, "ms after which a closed barrier opens by itself (0: never)")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._closed = False
+        self._held: list = []
+        self._in_flight = 0
+        self._cond = threading.Condition()
+        self._opener = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def down(self, evt: Event) -> Any:
+        if evt.type == EventType.CLOSE_BARRIER:
+            self.close_barrier()
+            return None
+        if evt.type == EventType.OPEN_BARRIER:
+            self.open_barrier()
+            return None
+        return self.down_prot.down(evt)
+
+    def up(self, evt: Event) -> Any:
+        if evt.type == EventType.CLOSE_BARRIER:
+            self.close_barrier()
+            return None
+        if evt.type == EventType.OPEN_BARRIER:
+            self.open_barrier()
+            return None
+        return self.up_prot.up(evt)
+
+    def up_batch(self, msgs: list) -> None:
+        with self._cond:
+            if self._closed:
+                passing = [m for m in msgs if m.dest is not None]     # unicasts pass (JGRP-1341)
+                self._held.extend(m for m in msgs if m.dest is None)
+                if not passing:
+                    return
+                msgs = passing
+            self._in_flight += 1
+        try:
+            self.up_prot.up_batch(msgs)
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._cond.notify_all()
+
+    def close_barrier(self, timeout: float = 5.0) -> None:
+        """Close, then wait (bounded) until no batch is passing through any more."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.wait_for(lambda: self._in_flight == 0, timeout)
+        if self.max_close_time > 0 and self.stack.timer is not None:
+            self._opener = self.timer.schedule(self.max_close_time, self._auto_open, "barrier opener")
+
+    def _auto_open(self) -> None:
+        if self._closed:
+            self.log.warning("%s: the barrier was closed for %d ms: opening it", self.local_addr, self.max_close_time)
+            self.open_barrier()
+
+    def open_barrier(self) -> None:
+        with self._cond:
+            if not self._closed:
+                return
+            self._closed = False
+            held, self._held = self._held, []
+        if self._opener is not None:
+            self._opener.cancel()
+            self._opener = None
+        if held:
+            self.up_prot.up_batch(held)
+
+    def stop(self) -> None:
+        self.open_barrier()
+
+    def dump_stats(self) -> dict[str, Any]:
+        return {"closed": self._closed, "held": len(self._held)}

@@ -1,0 +1,331 @@
+"""Credit-based flow control: MFC for multicasts, UFC for unicasts (``FlowControl``, ``MFC``, ``UFC``).
+
+A sender starts with ``max_credits`` bytes per receiver and spends the payload length of every message;
+without credits it blocks (up to ``max_block_time`` at a time, asking for credits with CREDIT_REQUEST) —
+never a receive thread, only the application's sending thread. A receiver counts what it consumed per
+sender and, once a sender's credit with it falls to ``min_credits`` (``max_credits * min_threshold``),
+sends REPLENISH (OOB, payload: a Java Long). Receivers count after the application has processed a
+message (this runs on the delivery thread), so a slow application slows its senders down.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from jgpy._core.batch import lengths_by_sender
+from jgpy._core.headers import FcHeader
+from jgpy._core.jg212 import JavaObject, object_to_buffer
+from jgpy._core.message import Message
+from jgpy.stack.events import Event, EventType
+from jgpy.stack.properties import Property, to_bool, to_float, to_int, to_size
+from jgpy.stack.protocol import Protocol
+
+REPLENISH, CREDIT_REQUEST = FcHeader.REPLENISH, FcHeader.CREDIT_REQUEST
+NO_FC = Message.NO_FC
+
+
+class ReceiverCredits:
+    """What each sender may still send us before we owe it credits (``FlowControl.Credit`` of ``received``)."""
+
+    def __init__(self, max_credits: int, min_credits: int):
+        self.max_credits = max_credits
+        self.min_credits = min_credits
+        self.left: dict = {}
+        self._lock = threading.Lock()
+
+    def consumed(self, sender, length: int) -> int:
+        """Account ``length`` bytes from ``sender``; returns the credits to send back now (0: none)."""
+        with self._lock:
+            left = self.left.get(sender)
+            if left is None or length == 0:
+                return 0
+            left = max(0, left - length)
+            if left <= self.min_credits:
+                self.left[sender] = self.max_credits
+                return min(self.max_credits, self.max_credits - left)
+            self.left[sender] = left
+            return 0
+
+    def requested(self, sender, credits: int) -> bool:
+        with self._lock:
+            left = self.left.get(sender)
+            if left is None:
+                return False
+            self.left[sender] = min(self.max_credits, left + credits)
+            return True
+
+    def set_members(self, mbrs) -> None:
+        with self._lock:
+            for m in mbrs:
+                self.left.setdefault(m, self.max_credits)
+            for m in [m for m in self.left if m not in mbrs]:
+                del self.left[m]
+
+
+class FlowControl(Protocol):
+    max_credits = Property(to_size, 500000, "bytes a sender may send to a receiver before it needs new credits")
+    min_threshold = Property(to_float, 0.40, "fraction of max_credits at which a receiver replenishes")
+    min_credits = Property(to_size, 0, "credits at which a receiver replenishes (default: max_credits * "
+                           "min_threshold)")
+    max_block_time = Property(to_int, 5000, "ms a sender blocks before asking for credits again")
+    max_block_times = Property(str, None, "per message size block times, e.g. 50:1,500:3,1500:5 (ms)")
+    ignore_synchronous_response = Property(to_bool, False, "do not block RPC responses sent from within a "
+                                           "delivery (JGRP-465)")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running = False
+        self.received: ReceiverCredits | None = None
+        self._block_times: list[tuple[int, int]] | None = None
+        self.counters = dict.fromkeys(("credit_requests_sent", "credit_requests_received", "credit_responses_sent",
+                                       "credit_responses_received", "blockings"), 0)
+        self.counters["time_blocked_ms"] = 0.0
+
+    def init(self) -> None:
+        if not self.min_credits:
+            self.min_credits = int(self.max_credits * self.min_threshold)
+        self.received = ReceiverCredits(self.max_credits, self.min_credits)
+        if self.max_block_times:
+            pairs = []
+            for part in self.max_block_times.split(","):
+                k, _, v = part.partition(":")
+                pairs.append((int(k), int(v)))
+            if [k for k, _ in pairs] != sorted({k for k, _ in pairs}) or [v for _, v in pairs] != sorted({v for _, v in pairs}):
+                raise ValueError(f"max_block_times must be sorted by size and time: {self.max_block_times}")
+            self._block_times = pairs
+
+    def block_time_for(self, length: int) -> int:
+        if self._block_times is None:
+            return self.max_block_time
+        chosen = 0
+        for size, t in self._block_times:
+            chosen = t
+            if length <= size:
+                break
+        return chosen
+
+    def start(self) -> None:
+        self.running = True
+
+    def stop(self) -> None:
+        self.running = False
+        self.wake_all()
+
+    def wake_all(self) -> None:
+        """Release senders blocked on credits (on stop)."""
+
+    # ---- to be provided by MFC/UFC ----
+
+    HANDLES_MULTICASTS = False
+
+    def handle_down(self, msg: Message, length: int) -> None:
+        raise NotImplementedError
+
+    def handle_credit(self, sender, credits: int) -> None:
+        raise NotImplementedError
+
+    def members_changed(self, mbrs: list) -> None:
+        self.received.set_members(mbrs)
+
+    # ---- sending ----
+
+    def _mine(self, msg: Message) -> bool:
+        return (msg.dest is None) == self.HANDLES_MULTICASTS
+
+    def down_msg(self, msg: Message) -> Any:
+        if not msg.flags & NO_FC and self._mine(msg):
+            length = msg.length
+            if length:
+                self.handle_down(msg, length)
+        return self.down_prot.down_msg(msg)
+
+    def send_credit(self, dest, credits: int) -> None:
+        msg = Message(dest, object_to_buffer(JavaObject("Long", credits)), None, Message.OOB)
+        msg.put_header(self.id, FcHeader(REPLENISH))
+        self.counters["credit_responses_sent"] += 1
+        self.down_prot.down_msg(msg)
+
+    def send_credit_request(self, dest, credits_needed: int) -> None:
+        msg = Message(dest, object_to_buffer(JavaObject("Long", credits_needed)))
+        msg.put_header(self.id, FcHeader(CREDIT_REQUEST))
+        self.counters["credit_requests_sent"] += 1
+        self.down_prot.down_msg(msg)
+
+    # ---- receiving ----
+
+    def up_batch(self, msgs: list) -> None:
+        mine, rest = self.split_mine(msgs)
+        for msg in mine:
+            hdr = msg.get_header(self.id)
+            try:
+                value = msg.get_object()
+            except Exception:  # noqa: BLE001
+                self.log.warning("%s: credit message from %s without a Long payload: dropped", self.local_addr, msg.src)
+                continue
+            if hdr.type == REPLENISH:
+                self.counters["credit_responses_received"] += 1
+                if isinstance(value, int):
+                    self.handle_credit(msg.src, value)
+            elif hdr.type == CREDIT_REQUEST:
+                self.counters["credit_requests_received"] += 1
+                if isinstance(value, int) and value > 0 and self.received.requested(msg.src, value):
+                    self.send_credit(msg.src, value)
+            else:
+                self.log.error("FcHeader type %s not known", hdr.type)
+        if not rest:
+            return
+        counted = [m for m in rest if not m.flags & NO_FC and self._mine(m)]
+        try:
+            self.up_prot.up_batch(rest)
+        finally:
+            if counted:
+                for sender, length in lengths_by_sender(counted).items():
+                    credits = self.received.consumed(sender, length)
+                    if credits > 0:
+                        self.send_credit(sender, credits)
+
+    def down(self, evt: Event) -> Any:
+        if evt.type == EventType.VIEW_CHANGE:
+            self.members_changed(list(evt.arg.members or ()))
+        elif evt.type == EventType.CONFIG and isinstance(evt.arg, dict) and "frag_size" in evt.arg:
+            if evt.arg["frag_size"] > self.max_credits:
+                self.log.warning("frag_size (%d) > max_credits (%d): this may cause blockings", evt.arg["frag_size"],
+                                 self.max_credits)
+        return self.down_prot.down(evt)
+
+    def up(self, evt: Event) -> Any:
+        if evt.type == EventType.VIEW_CHANGE:
+            self.members_changed(list(evt.arg.members or ()))
+        return self.up_prot.up(evt)
+
+    def dump_stats(self) -> dict[str, Any]:
+        return dict(self.counters)
+
+
+class MFC(FlowControl):
+    """Multicast flow control: a multicast needs credits from every member (the lowest credit counts)."""
+
+    NAME = "MFC"
+    HANDLES_MULTICASTS = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.credits: dict = {}
+        self._cond = threading.Condition()
+        self._last_request = 0.0
+
+    def members_changed(self, mbrs: list) -> None:
+        super().members_changed(mbrs)
+        with self._cond:
+            for m in mbrs:
+                self.credits.setdefault(m, self.max_credits)
+            for m in [m for m in self.credits if m not in mbrs]:
+                del self.credits[m]
+            self._cond.notify_all()
+
+    def _lowest(self) -> int:
+        return min(self.credits.values()) if self.credits else self.max_credits
+
+    def handle_down(self, msg: Message, length: int) -> None:
+        block = self.block_time_for(length)
+        with self._cond:
+            while self.running:
+                if self._lowest() >= length:
+                    for m in self.credits:
+                        self.credits[m] -= length
+                    return
+                if block <= 0:
+                    return
+                start = time.monotonic()
+                self._cond.wait(block / 1000.0)
+                self.counters["blockings"] += 1
+                self.counters["time_blocked_ms"] += (time.monotonic() - start) * 1000
+                if self._lowest() >= length:
+                    continue
+                if self._block_times is not None:
+                    return                          # max_block_times: send after the block time regardless
+                now = time.monotonic()
+                if (now - self._last_request) * 1000 >= self.max_block_time:
+                    self._last_request = now
+                    short = [(m, c) for m, c in self.credits.items() if c <= self.min_credits]
+                    self._cond.release()
+                    try:
+                        for m, c in short:
+                            self.send_credit_request(m, min(self.max_credits, self.max_credits - c))
+                    finally:
+                        self._cond.acquire()
+
+    def handle_credit(self, sender, credits: int) -> None:
+        with self._cond:
+            if sender in self.credits:
+                self.credits[sender] = min(self.max_credits, self.credits[sender] + credits)
+                self._cond.notify_all()
+
+    def wake_all(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+
+class UFC(FlowControl):
+    """Unicast flow control: credits per destination."""
+
+    NAME = "UFC"
+    HANDLES_MULTICASTS = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: dict = {}
+        self._last_request: dict = {}
+        self._cond = threading.Condition()
+
+    def members_changed(self, mbrs: list) -> None:
+        super().members_changed(mbrs)
+        with self._cond:
+            for m in mbrs:
+                self.sent.setdefault(m, self.max_credits)
+            for m in [m for m in self.sent if m not in mbrs]:
+                del self.sent[m]
+            self._cond.notify_all()
+
+    def handle_down(self, msg: Message, length: int) -> None:
+        dest = msg.dest
+        block = self.block_time_for(length)
+        with self._cond:
+            while self.running and dest in self.sent:
+                if self.sent[dest] >= length:
+                    self.sent[dest] -= length
+                    return
+                if block <= 0:
+                    return
+                start = time.monotonic()
+                self._cond.wait(block / 1000.0)
+                self.counters["blockings"] += 1
+                self.counters["time_blocked_ms"] += (time.monotonic() - start) * 1000
+                if dest in self.sent and self.sent[dest] >= length:
+                    continue
+                if self._block_times is not None:
+                    return
+                now = time.monotonic()
+                if dest in self.sent and (now - self._last_request.get(dest, 0.0)) * 1000 >= self.max_block_time:
+                    self._last_request[dest] = now
+                    need = max(0, self.max_credits - self.sent[dest])
+                    self._cond.release()
+                    try:
+                        self.send_credit_request(dest, need)
+                    finally:
+                        self._cond.acquire()
+
+    def handle_credit(self, sender, credits: int) -> None:
+        if credits <= 0:
+            return
+        with self._cond:
+            if sender in self.sent:
+                self.sent[sender] = min(self.max_credits, self.sent[sender] + credits)
+                self._cond.notify_all()
+
+    def wake_all(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+

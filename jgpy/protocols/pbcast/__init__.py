@@ -1,0 +1,1 @@
+"""The pbcast.* protocols (probabilistic-broadcast-era reliable delivery, membership, stability)."""

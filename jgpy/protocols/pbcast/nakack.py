@@ -1,0 +1,389 @@
+"""pbcast.NAKACK: reliable, FIFO multicast with negative acknowledgements (``protocols.pbcast.NAKACK``).
+
+Every multicast gets the sender's next seqno. Receivers keep a window per sender (Cython
+``NakReceiverWindow``): messages are delivered in seqno order, a gap is asked for again with XMIT_REQ on
+the schedule of ``retransmit_timeout`` (or ``exponential_backoff``), and the sender (or, with
+``xmit_from_random_member``, anyone) answers by re-multicasting the message (``use_mcast_xmit``) or with
+an XMIT_RSP unicast. STABLE's stability digests purge what everybody has, and also trigger a
+retransmission when a sender's last message was lost (seed 000, "Last message dropped in NAKACK").
+
+Threads: windows are filled on the receive threads; deliverable messages are handed, in order, to the
+channel's delivery thread (everything above NAKACK runs there). OOB messages go up right away.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+from jgpy._core.headers import NakAckHeader
+from jgpy._core.message import Message
+from jgpy._core.tables import NakReceiverWindow
+from jgpy._core.types import Digest
+from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
+from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_longs
+from jgpy.stack.protocol import Protocol
+from jgpy.stack.timer import now_ms
+
+MSG, XMIT_REQ, XMIT_RSP = NakAckHeader.MSG, NakAckHeader.XMIT_REQ, NakAckHeader.XMIT_RSP
+OOB = Message.OOB
+NO_RELIABILITY = Message.NO_RELIABILITY
+OOB_DELIVERED = Message.OOB_DELIVERED
+
+
+class NAKACK(Protocol):
+    NAME = "pbcast.NAKACK"
+
+    retransmit_timeout = Property(to_longs, [600, 1200, 2400, 4800], "ms before asking for a missing message "
+                                  "again: one value per attempt, the last one repeats")
+    gc_lag = Property(to_int, 20, "seqnos garbage collection lags behind stability")
+    max_msg_batch_size = Property(to_int, 20000, "max messages removed from a window in one go")
+    use_mcast_xmit = Property(to_bool, True, "answer a retransmission request by multicasting the message")
+    use_mcast_xmit_req = Property(to_bool, False, "multicast retransmission requests")
+    xmit_from_random_member = Property(to_bool, False, "ask a random member (not the sender) for missing messages")
+    exponential_backoff = Property(to_int, 0, "if > 0: retransmission schedule starts here and doubles (max 15 s)")
+    discard_delivered_msgs = Property(to_bool, False, "drop other members' messages once delivered (they can "
+                                      "then only be retransmitted by their sender)")
+    log_discard_msgs = Property(to_bool, True, "log messages dropped because the sender is not a member")
+    log_not_found_msgs = Property(to_bool, True, "log retransmission requests for messages we no longer have")
+    xmit_history_max_size = Property(to_int, 50, "retransmission history kept for diagnostics")
+    max_rebroadcast_timeout = Property(to_int, 2000, "timeout of a FLUSH rebroadcast")
+    xmit_tick = Property(to_int, 0, "jgpy: ms between checks for due retransmissions (0: a quarter of the "
+                         "smallest retransmit timeout)")
+    max_xmit_buf_size = Property(to_int, 0, "bound of the retransmission buffer", deprecated="ignored, as in 2.12")
+
+    IGNORED_PROPERTIES = {
+        "use_stats_for_retransmission": ignored("jgpy uses retransmit_timeout/exponential_backoff"),
+        "use_range_based_retransmitter": ignored("jgpy's retransmitter always works on ranges"),
+        "print_stability_history_on_failed_xmit": ignored("jgpy logs missing messages without the history"),
+        "xmit_table_num_rows": ignored("jgpy's window is a growing circular buffer"),
+        "xmit_table_msgs_per_row": ignored("jgpy's window is a growing circular buffer"),
+        "xmit_table_resize_factor": ignored("jgpy's window is a growing circular buffer"),
+        "xmit_table_max_compaction_time": ignored("jgpy's window is a growing circular buffer"),
+        "max_xmit_size": ignored("deprecated in 2.12"),
+        "eager_lock_release": ignored("deprecated in 2.12"),
+        "stats_list_size": ignored("deprecated in 2.12"),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seqno = 0
+        self.windows: dict[Any, NakReceiverWindow] = {}
+        self.members: list = []
+        self.view = None
+        self.is_server = False
+        self.leaving = False
+        self.running = False
+        self._seqno_lock = threading.Lock()
+        self._deliver_lock = threading.Lock()
+        self._xmit_task = None
+        self._rl = RateLimitedLog(self.log)
+        self.counters = dict.fromkeys(
+            ("msgs_sent", "msgs_received", "msgs_delivered", "oob_delivered", "xmit_reqs_sent", "xmit_reqs_received",
+             "xmit_rsps_sent", "xmit_rsps_received", "missing_msgs_received", "dropped_not_server",
+             "dropped_no_window", "dropped_duplicate", "xmit_not_found", "last_msg_xmits"), 0)
+
+    # ---- life cycle ----
+
+    def init(self) -> None:
+        if not self.retransmit_timeout:
+            self.retransmit_timeout = [600, 1200, 2400, 4800]
+
+    def start(self) -> None:
+        self.running = True
+        self.leaving = False
+        tick = self.xmit_tick or max(20, min(self.retransmit_timeout) // 4)
+        if self.exponential_backoff > 0:
+            tick = self.xmit_tick or max(10, self.exponential_backoff // 4)
+        self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "NAKACK xmit")
+
+    def stop(self) -> None:
+        self.running = False
+        if self._xmit_task is not None:
+            self._xmit_task.cancel()
+            self._xmit_task = None
+        self._reset()
+
+    def _reset(self) -> None:
+        with self._seqno_lock:
+            self.seqno = 0
+        for w in self.windows.values():
+            w.destroy()
+        self.windows = {}
+        self.is_server = False
+
+    def _new_window(self, highest_delivered: int, low: int) -> NakReceiverWindow:
+        return NakReceiverWindow(highest_delivered, low, list(self.retransmit_timeout), self.exponential_backoff)
+
+    # ---- sending ----
+
+    def down_msg(self, msg: Message) -> Any:
+        if msg.dest is not None or msg.flags & NO_RELIABILITY:
+            return self.down_prot.down_msg(msg)
+        if not self.running:
+            self._rl.warning("not-running", "%s: dropped a multicast sent while NAKACK is not running", self.local_addr)
+            return None
+        me = self.local_addr
+        win = self.windows.get(me)
+        if win is None:
+            self._rl.warning("no-own-window", "%s: discarded a multicast: no window for myself (not joined yet), "
+                             "view is %s", me, self.view)
+            return None
+        if msg.src is None:
+            msg.src = me
+        with self._seqno_lock:
+            seq = self.seqno + 1
+            msg.put_header(self.id, NakAckHeader(MSG, seq))
+            win.add(seq, msg, now_ms())
+            self.seqno = seq
+        self.counters["msgs_sent"] += 1
+        return self.down_prot.down_msg(msg)
+
+    # ---- receiving ----
+
+    def up_batch(self, msgs: list) -> None:
+        mine, rest = self.split_mine(msgs)
+        if mine:
+            self._handle(mine)
+        if rest:
+            self.up_prot.up_batch(rest)
+
+    def _handle(self, msgs: list) -> None:
+        by_sender: dict = {}
+        for msg in msgs:
+            if msg.flags & NO_RELIABILITY:
+                self.up_prot.up_batch([msg])
+                continue
+            hdr = msg.get_header(self.id)
+            if not self.is_server:
+                self.counters["dropped_not_server"] += 1
+                continue
+            t = hdr.type
+            if t == MSG:
+                by_sender.setdefault(msg.src, []).append((hdr.seqno, msg))
+            elif t == XMIT_REQ:
+                if hdr.range is None:
+                    self._rl.error("xmit-no-range", "XMIT_REQ from %s without a range", msg.src)
+                    continue
+                self._handle_xmit_req(msg.src, hdr.range.low, hdr.range.high, hdr.sender)
+            elif t == XMIT_RSP:
+                self.counters["xmit_rsps_received"] += 1
+                msg.dest = None
+                hdr.type = MSG      # back from XMIT_RSP to MSG, as Java does
+                by_sender.setdefault(msg.src, []).append((hdr.seqno, msg))
+            else:
+                self._rl.error("bad-type", "NakAck header type %s not known", t)
+        if by_sender:
+            self._handle_messages(by_sender)
+
+    def _handle_messages(self, by_sender: dict) -> None:
+        me = self.local_addr
+        now = now_ms()
+        oob_up: list = []
+        with self._deliver_lock:
+            deliver: list = []
+            for sender, entries in by_sender.items():
+                if sender is None:
+                    self._rl.error("null-sender", "dropped a multicast without a sender")
+                    continue
+                win = self.windows.get(sender)
+                if win is None:
+                    self.counters["dropped_no_window"] += len(entries)
+                    if not self.leaving and self.log_discard_msgs:
+                        self._rl.warning(f"no-window-{sender}", "%s: dropped %d message(s) from %s (not in table %s), "
+                                         "view=%s", me, len(entries), sender, list(self.windows), self.view)
+                    continue
+                loopback = sender == me
+                self.counters["msgs_received"] += len(entries)
+                for seq, msg in entries:
+                    if loopback:
+                        if msg.flags & OOB:
+                            stored = win.get(seq)
+                            if stored is not None and not stored.transient_flags & OOB_DELIVERED:
+                                stored.transient_flags |= OOB_DELIVERED
+                                oob_up.append(stored)
+                        continue
+                    if win.add(seq, msg, now):
+                        if msg.flags & OOB and not msg.transient_flags & OOB_DELIVERED:
+                            msg.transient_flags |= OOB_DELIVERED
+                            oob_up.append(msg)
+                    else:
+                        self.counters["dropped_duplicate"] += 1
+                ready = win.remove_many(self.discard_delivered_msgs and not loopback, self.max_msg_batch_size)
+                for m in ready:
+                    if m.flags & OOB:
+                        if m.transient_flags & OOB_DELIVERED:
+                            continue
+                        m.transient_flags |= OOB_DELIVERED
+                        oob_up.append(m)
+                        continue
+                    deliver.append(m)
+            if deliver:
+                self.counters["msgs_delivered"] += len(deliver)
+                self.stack.deliver(self.up_prot, deliver)
+        if oob_up:
+            self.counters["oob_delivered"] += len(oob_up)
+            self.up_prot.up_batch(oob_up)
+
+    # ---- retransmission ----
+
+    def _handle_xmit_req(self, requester, first: int, last: int, original_sender) -> None:
+        if first > last:
+            return
+        self.counters["xmit_reqs_received"] += last - first + 1
+        win = self.windows.get(original_sender)
+        if win is None:
+            self._rl.error(f"xmit-no-win-{original_sender}", "%s: XMIT_REQ from %s: %s not found in the "
+                           "retransmission table", self.local_addr, requester, original_sender)
+            return
+        found = win.get_range(first, last)
+        if len(found) < last - first + 1:
+            self.counters["xmit_not_found"] += last - first + 1 - len(found)
+            if self.log_not_found_msgs:
+                self._rl.warning(f"xmit-missing-{original_sender}", "%s: (requester=%s) %d message(s) of %s in "
+                                 "[%d-%d] are not in the retransmission table (%s)", self.local_addr, requester,
+                                 last - first + 1 - len(found), original_sender, first, last, win.digest())
+        for msg in found:
+            self._send_xmit_rsp(requester, msg)
+
+    def _send_xmit_rsp(self, dest, msg: Message) -> None:
+        self.counters["xmit_rsps_sent"] += 1
+        if msg.src is None:
+            msg.src = self.local_addr
+        if self.use_mcast_xmit:               # re-multicast the original message unchanged
+            self.down_prot.down_msg(msg)
+            return
+        copy = msg.copy()
+        copy.dest = dest
+        copy.put_header(self.id, NakAckHeader(XMIT_RSP, msg.get_header(self.id).seqno))
+        self.down_prot.down_msg(copy)
+
+    def retransmit(self, first: int, last: int, sender, multicast_request: bool = False) -> None:
+        dest = sender
+        if multicast_request or self.use_mcast_xmit_req:
+            dest = None
+        elif self.xmit_from_random_member and sender != self.local_addr and self.members:
+            candidate = random.choice(self.members)
+            if candidate != self.local_addr:
+                dest = candidate
+        req = Message(dest, None, None, OOB)
+        req.put_header(self.id, NakAckHeader.xmit_req(first, last, sender))
+        self.counters["xmit_reqs_sent"] += last - first + 1
+        self.down_prot.down_msg(req)
+
+    def _retransmit_due(self) -> None:
+        now = now_ms()
+        me = self.local_addr
+        for sender, win in list(self.windows.items()):
+            if sender == me:
+                continue
+            for first, last in win.xmit_due(now):
+                self.retransmit(first, last, sender)
+
+    # ---- digests and stability ----
+
+    def get_digest(self) -> Digest:
+        d = Digest()
+        for sender, win in list(self.windows.items()):
+            d.set(sender, *win.digest())
+        return d
+
+    def set_digest(self, digest: Digest, merge: bool) -> None:
+        if digest is None:
+            return
+        me = self.local_addr
+        for sender, low, hd, _hr in digest.entries():
+            if sender is None:
+                continue
+            win = self.windows.get(sender)
+            if win is not None:
+                if not merge or sender == me or win.digest()[1] >= hd:
+                    continue
+                del self.windows[sender]
+                win.destroy()
+                if sender == me:                       # JGRP-1251 (never reached: own entry is skipped above)
+                    with self._seqno_lock:
+                        self.seqno = hd
+            self.windows[sender] = self._new_window(hd, low)
+
+    def overwrite_digest(self, digest: Digest) -> None:
+        if digest is None:
+            return
+        me = self.local_addr
+        for sender, low, hd, _hr in digest.entries():
+            if sender is None:
+                continue
+            win = self.windows.get(sender)
+            if win is not None:
+                if sender == me:
+                    win.set_highest_delivered(hd)
+                    continue
+                del self.windows[sender]
+                win.destroy()
+            self.windows[sender] = self._new_window(hd, low)
+
+    def stable(self, digest: Digest) -> None:
+        if digest is None or self.local_addr is None:
+            return
+        for sender, _low, hd, hr in digest.entries():
+            if sender is None:
+                continue
+            win = self.windows.get(sender)
+            if win is not None:
+                my_hr = win.digest()[2]
+                if 0 <= hr and hr > my_hr:     # the sender's last message(s) never reached us: ask for them
+                    self.counters["last_msg_xmits"] += 1
+                    self.retransmit(hr, hr, sender)
+            hd -= self.gc_lag
+            if hd < 0:
+                continue
+            if win is not None:
+                win.stable(hd)
+
+    # ---- events ----
+
+    def down(self, evt: Event) -> Any:
+        t = evt.type
+        if t == EventType.STABLE:
+            self.stable(evt.arg)
+            return None
+        if t == EventType.GET_DIGEST:
+            return self.get_digest()
+        if t == EventType.SET_DIGEST:
+            self.set_digest(evt.arg, False)
+            return None
+        if t == EventType.MERGE_DIGEST:
+            self.set_digest(evt.arg, True)
+            return None
+        if t == EventType.OVERWRITE_DIGEST:
+            self.overwrite_digest(evt.arg)
+            return None
+        if t == EventType.TMP_VIEW:
+            self.members = list(evt.arg.members or ())
+        elif t == EventType.VIEW_CHANGE:
+            self.members = list(evt.arg.members or ())
+            self.view = evt.arg
+            me = self.local_addr
+            for sender in list(self.windows):
+                if sender not in self.members and sender != me:
+                    self.windows.pop(sender).destroy()
+            self.is_server = True
+        elif t == EventType.BECOME_SERVER:
+            self.is_server = True
+        elif t == EventType.DISCONNECT:
+            self.leaving = True
+        return self.down_prot.down(evt)
+
+    def up(self, evt: Event) -> Any:
+        if evt.type == EventType.STABLE:
+            self.stable(evt.arg)
+            return None
+        return self.up_prot.up(evt)
+
+    def dump_stats(self) -> dict[str, Any]:
+        d = dict(self.counters)
+        d["windows"] = {str(a): w.digest() for a, w in list(self.windows.items())}
+        d["seqno"] = self.seqno
+        return d

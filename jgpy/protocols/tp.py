@@ -1,0 +1,287 @@
+"""TP: what every transport does (``org.jgroups.protocols.TP``).
+
+Sending: every message gets the transport header (the cluster name) last; multicasts are delivered to
+ourselves right away (``loopback``) and regular multicasts are bundled; unicasts are sent to the
+physical address learned from discovery. Receiving: datagrams are decoded in batches, messages of other
+clusters and our own multicasts (looped back by the kernel) are dropped, the rest go up as one batch.
+Bad datagrams (another version, malformed bytes) are counted and logged, never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from jgpy._core.address import IpAddress
+from jgpy._core.batch import filter_transport
+from jgpy._core.headers import TpHeader
+from jgpy._core.message import Message
+from jgpy._core.wire import utf_encode
+from jgpy.errors import IncompatibleVersionError, WireFormatError
+from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
+from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_size, to_str
+from jgpy.stack.protocol import Protocol
+
+OOB = Message.OOB
+DONT_BUNDLE = Message.DONT_BUNDLE
+
+
+class TP(Protocol):
+    IS_TRANSPORT = True
+
+    bind_addr = Property(to_str, None, "interface to bind to (IP, host name, or LOOPBACK/SITE_LOCAL/GLOBAL/"
+                         "NON_LOOPBACK); jgroups.bind_addr overrides it", system_property=("jgroups.bind_addr",
+                                                                                           "bind.address"))
+    bind_port = Property(to_int, 0, "port of the unicast socket (0: ephemeral)")
+    port_range = Property(to_int, 50, "ports to try above bind_port when it is taken")
+    loopback = Property(to_bool, True, "deliver own multicasts locally right away (and drop them when they "
+                        "come back from the network)")
+    discard_incompatible_packets = Property(to_bool, True, "drop datagrams of another JGroups major.minor version")
+    enable_bundling = Property(to_bool, True, "bundle regular multicasts into bigger datagrams")
+    enable_unicast_bundling = Property(to_bool, False, "bundle unicasts too (jgpy sends unicasts singly)")
+    max_bundle_size = Property(to_size, 64000, "max size of a bundle datagram")
+    max_bundle_timeout = Property(to_int, 20, "max ms a message waits in the bundler (jgpy sends as soon as the "
+                                  "sender pauses, so this is only an upper bound)")
+    logical_addr_cache_max_size = Property(to_int, 200, "max entries of the logical->physical address cache")
+    logical_addr_cache_expiration = Property(to_int, 120000, "ms after which a non-member's mapping may go")
+    log_discard_msgs = Property(to_bool, True, "log messages dropped because they belong to another cluster")
+    bundler_capacity = Property(to_int, 20000, "capacity of the bundler queue in messages (jgpy: bytes/1000)")
+
+    IGNORED_PREFIXES = {
+        "thread_pool.": ignored("jgpy delivers on its own delivery threads, no Java thread pools"),
+        "oob_thread_pool.": ignored("jgpy delivers OOB messages on its own OOB thread"),
+        "timer.": ignored("jgpy's timer is one thread running short tasks"),
+    }
+    IGNORED_PROPERTIES = {
+        "thread_naming_pattern": ignored("thread names are fixed (jgpy-*)"),
+        "timer_type": ignored("one timer implementation"),
+        "enable_diagnostics": ignored("no probe responder yet: use python -m jgpy sniff"),
+        "diagnostics_addr": ignored("no probe responder yet"),
+        "diagnostics_port": ignored("no probe responder yet"),
+        "bundler_type": ignored("one bundler: send when the sender pauses or max_bundle_size is reached"),
+        "singleton_name": ignored("no shared transports"),
+        "receive_on_all_interfaces": ignored("binds to bind_addr only"),
+        "receive_interfaces": ignored("binds to bind_addr only"),
+        "bind_interface": ignored("use bind_addr"),
+        "bind_interface_str": ignored("use bind_addr"),
+        "use_local_host": ignored("deprecated in 2.12"),
+        "bind_to_all_interfaces": ignored("deprecated in 2.12"),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.physical_addr: IpAddress | None = None
+        self.logical_addr_cache: dict[Any, IpAddress] = {}
+        self._cache_lock = threading.Lock()
+        self.members: list = []
+        self._who_has: dict[Any, float] = {}
+        self._removal_times: dict[Any, float] = {}
+        self._tp_header: TpHeader | None = None
+        self._cluster_utf = b""
+        self._rl = RateLimitedLog(self.log)
+        self.counters = {"msgs_sent": 0, "bytes_sent": 0, "msgs_received": 0, "datagrams_received": 0,
+                         "dropped_version": 0, "dropped_malformed": 0, "dropped_other_cluster": 0,
+                         "dropped_no_tp_header": 0, "dropped_own_mcast": 0, "dropped_no_physical_addr": 0,
+                         "loopbacks": 0, "up_errors": 0}
+
+    # ---- to be provided by the concrete transport ----
+
+    def send_multicast_datagram(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def send_unicast_datagram(self, data: bytes, dest: IpAddress) -> None:
+        raise NotImplementedError
+
+    def bundle(self, entry: bytes) -> None:
+        """Queue an encoded list entry into the multicast bundle."""
+        raise NotImplementedError
+
+    # ---- events ----
+
+    def down(self, evt: Event) -> Any:
+        t = evt.type
+        if t == EventType.GET_PHYSICAL_ADDRESS:
+            if evt.arg == self.local_addr:
+                return self.physical_addr
+            with self._cache_lock:
+                return self.logical_addr_cache.get(evt.arg)
+        if t == EventType.SET_PHYSICAL_ADDRESS:
+            logical, physical = evt.arg
+            self.add_physical_address(logical, physical)
+            return None
+        if t == EventType.GET_LOGICAL_PHYSICAL_MAPPINGS:
+            with self._cache_lock:
+                return dict(self.logical_addr_cache)
+        if t == EventType.SET_LOCAL_ADDRESS:
+            if self.physical_addr is not None:
+                self.add_physical_address(evt.arg, self.physical_addr)
+            self.handle_local_address(evt.arg)
+            return None
+        if t == EventType.CONNECT:
+            self.stack.cluster_name = evt.arg
+            self._tp_header = TpHeader(evt.arg)
+            self._cluster_utf = utf_encode(evt.arg)
+            return None
+        if t in (EventType.VIEW_CHANGE, EventType.TMP_VIEW):
+            self.members = list(evt.arg.members or ())
+            if t == EventType.VIEW_CHANGE:
+                self._expire_cache()
+            return None
+        return None
+
+    def handle_local_address(self, addr) -> None:
+        """Hook: the transport learns its logical address (the bundle prefix names it)."""
+
+    def add_physical_address(self, logical, physical: IpAddress) -> None:
+        if logical is None or physical is None:
+            return
+        with self._cache_lock:
+            if self.logical_addr_cache.get(logical) != physical:
+                self.logical_addr_cache.pop(logical, None)
+                self.logical_addr_cache[logical] = physical
+            self._who_has.pop(logical, None)
+            while len(self.logical_addr_cache) > self.logical_addr_cache_max_size:
+                victim = next((a for a in self.logical_addr_cache if a not in self.members
+                               and a != self.local_addr), None)
+                if victim is None:
+                    break
+                del self.logical_addr_cache[victim]
+
+    def _expire_cache(self) -> None:
+        """Mappings of former members age out (JGroups' LazyRemovalCache); members' never do."""
+        now = time.monotonic()
+        with self._cache_lock:
+            for a in list(self.logical_addr_cache):
+                if a in self.members or a == self.local_addr:
+                    self._removal_times.pop(a, None)
+                    continue
+                first = self._removal_times.setdefault(a, now)
+                if (now - first) * 1000 >= self.logical_addr_cache_expiration:
+                    del self.logical_addr_cache[a]
+                    self._removal_times.pop(a, None)
+
+    # ---- sending ----
+
+    def down_msg(self, msg: Message) -> Any:
+        if self._tp_header is None:
+            self._rl.warning("not-connected", "%s: dropped a message sent before connect: %r", self.NAME, msg)
+            return None
+        if not msg.has_header(self.id):
+            msg.put_header(self.id, self._tp_header)
+        if msg.src is None:
+            msg.src = self.local_addr
+        dest = msg.dest
+        if isinstance(dest, IpAddress):      # a discovery request addressed to a physical address (TCPPING)
+            msg.dest = None
+            self._send(msg, dest, False)
+            return None
+        multicast = dest is None
+        if self.loopback and (multicast or (dest == self.local_addr and msg.src == self.local_addr)):
+            copy = msg.copy()
+            self.counters["loopbacks"] += 1
+            try:
+                self.up_prot.up_batch([copy])
+            except Exception:  # noqa: BLE001 - a failure above must not fail the send
+                self.counters["up_errors"] += 1
+                self.log.exception("%s: loopback delivery failed", self.local_addr)
+            if not multicast:
+                return None
+        self._send(msg, dest, multicast)
+        return None
+
+    def _send(self, msg: Message, dest, multicast: bool) -> None:
+        c = self.counters
+        c["msgs_sent"] += 1
+        c["bytes_sent"] += msg.length
+        dialect = self.stack.dialect
+        if (self.enable_bundling and multicast and not (msg.flags & (OOB | DONT_BUNDLE))):
+            self.bundle(dialect.encode_list_entry(msg, self.local_addr))
+            return
+        data = dialect.encode_message(msg, multicast)
+        if multicast:
+            self.send_multicast_datagram(data)
+            return
+        physical = dest if isinstance(dest, IpAddress) else self.physical_for(dest)
+        if physical is None:
+            c["dropped_no_physical_addr"] += 1
+            return
+        self.send_unicast_datagram(data, physical)
+
+    def physical_for(self, dest) -> IpAddress | None:
+        with self._cache_lock:
+            physical = self.logical_addr_cache.get(dest)
+        if physical is not None:
+            return physical
+        now = time.monotonic()
+        last = self._who_has.get(dest)
+        if last is None or now - last > 2.0:     # ask discovery, at most every 2 s per member
+            self._who_has[dest] = now
+            self._rl.warning(f"no-phys-{dest}", "%s: no physical address for %s, dropping message",
+                             self.local_addr, dest)
+            try:
+                self.up(Event(EventType.GET_PHYSICAL_ADDRESS, dest))
+            except Exception:  # noqa: BLE001
+                self.log.exception("discovery request for %s failed", dest)
+        return None
+
+    # ---- receiving ----
+
+    def receive_datagrams(self, datagrams: list, sources, multicast: bool) -> None:
+        """Called by the socket loops with a batch of datagrams (all multicast, or all unicast)."""
+        c = self.counters
+        c["datagrams_received"] += len(datagrams)
+        if self._tp_header is None:
+            return
+        msgs: list = []
+        dialect = self.stack.dialect
+        check = self.discard_incompatible_packets
+        for i, data in enumerate(datagrams):
+            try:
+                dialect.decode_messages(data, msgs, check)
+            except IncompatibleVersionError as e:
+                c["dropped_version"] += 1
+                self._rl.warning("version", "%s: dropped a datagram from %s: %s", self.local_addr,
+                                 _src(sources, i), e)
+            except WireFormatError as e:
+                c["dropped_malformed"] += 1
+                self._rl.warning("malformed", "%s: dropped a malformed datagram (%d bytes) from %s: %s",
+                                 self.local_addr, len(data), _src(sources, i), e)
+        if not msgs:
+            return
+        kept, no_hdr, other, own = filter_transport(msgs, self.id, self._cluster_utf, self.local_addr,
+                                                    self.loopback and multicast)
+        if no_hdr:
+            c["dropped_no_tp_header"] += no_hdr
+            self._rl.error("no-tp-header", "%s: dropped %d message(s) without a transport header",
+                           self.local_addr, no_hdr)
+        if other:
+            c["dropped_other_cluster"] += other
+            if self.log_discard_msgs:
+                self._rl.warning("other-cluster", "%s: discarded %d message(s) from a different cluster "
+                                 "(ours is %r)", self.local_addr, other, self.stack.cluster_name)
+        c["dropped_own_mcast"] += own
+        if not kept:
+            return
+        c["msgs_received"] += len(kept)
+        try:
+            self.up_prot.up_batch(kept)
+        except Exception:  # noqa: BLE001 - never let a protocol error kill a receive thread
+            c["up_errors"] += 1
+            self.log.exception("%s: failed passing %d message(s) up", self.local_addr, len(kept))
+
+    def dump_stats(self) -> dict[str, Any]:
+        return dict(self.counters)
+
+
+def _src(sources, i) -> str:
+    try:
+        host, port = sources[i][:2]
+        return f"{host}:{port}"
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+log = logging.getLogger("jgpy.protocols.TP")

@@ -1,0 +1,250 @@
+"""UDP: IP multicast transport (``org.jgroups.protocols.UDP``).
+
+Two sockets, as in Java: the multicast socket (bound to mcast_addr:mcast_port, joined to the group on
+bind_addr) receives multicasts and also sends them, so they leave from the group port; the unicast
+socket (bind_addr, ephemeral or bind_port) is the member's physical address. Each socket is read by a
+Cython loop (``jgpy._core.udp.DatagramLoop``: poll + recvmmsg, GIL released) and bundles are sent by
+``jgpy._core.udp.Bundler`` (sendmmsg, GIL released).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import socket
+from typing import Any
+
+from jgpy._core.address import IpAddress
+from jgpy._core.udp import Bundler, DatagramLoop
+from jgpy.errors import ConfigError
+from jgpy.protocols.tp import TP
+from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_size, to_str
+
+IP_TOS = getattr(socket, "IP_TOS", 1)
+
+
+def resolve_bind_addr(spec: str | None) -> str:
+    """``bind_addr`` to a numeric address: an IP, a host name, or JGroups' LOOPBACK/SITE_LOCAL/... keywords."""
+    if spec is None or spec.upper() in ("", "NON_LOOPBACK", "SITE_LOCAL", "GLOBAL", "LINK_LOCAL"):
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                s.connect(("192.0.2.1", 9))         # TEST-NET: no packet is sent, only a route lookup
+                addr = s.getsockname()[0]
+            finally:
+                s.close()
+            if not addr.startswith("127."):
+                return addr
+        except OSError:
+            pass
+        return "127.0.0.1"
+    if spec.upper() == "LOOPBACK":
+        return "127.0.0.1"
+    try:
+        return str(ipaddress.ip_address(spec.split("%")[0]))
+    except ValueError:
+        try:
+            return socket.getaddrinfo(spec, None, socket.AF_INET)[0][4][0]
+        except socket.gaierror as e:
+            raise ConfigError(f"bind_addr {spec!r} cannot be resolved: {e}") from None
+
+
+class UDP(TP):
+    NAME = "UDP"
+
+    mcast_addr = Property(to_str, "228.8.8.8", "multicast group", system_property=("jgroups.udp.mcast_addr",))
+    mcast_port = Property(to_int, 7600, "multicast port", system_property=("jgroups.udp.mcast_port",))
+    ip_mcast = Property(to_bool, True, "use IP multicast (jgpy requires it: false is not supported)")
+    ip_ttl = Property(to_int, 8, "multicast TTL", system_property=("jgroups.udp.ip_ttl",))
+    tos = Property(to_int, 8, "IP type of service of outgoing datagrams")
+    mcast_send_buf_size = Property(to_size, 100000, "requested SO_SNDBUF of the multicast socket")
+    mcast_recv_buf_size = Property(to_size, 500000, "requested SO_RCVBUF of the multicast socket")
+    ucast_send_buf_size = Property(to_size, 100000, "requested SO_SNDBUF of the unicast socket")
+    ucast_recv_buf_size = Property(to_size, 64000, "requested SO_RCVBUF of the unicast socket")
+    disable_loopback = Property(to_bool, False, "switch off IP_MULTICAST_LOOP (other members on this host "
+                                "would not see our multicasts)")
+    recv_batch = Property(to_int, 32, "jgpy: datagrams read per recvmmsg call")
+
+    IGNORED_PROPERTIES = {
+        "num_last_ports": ignored("deprecated in 2.12"),
+        "null_src_addresses": ignored("deprecated in 2.12"),
+        "send_on_all_interfaces": ignored("deprecated in 2.12"),
+        "send_interfaces": ignored("deprecated in 2.12"),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ucast_sock: socket.socket | None = None
+        self.mcast_sock: socket.socket | None = None
+        self._loops: list[DatagramLoop] = []
+        self._bundler: Bundler | None = None
+        self._mcast_dest: tuple | None = None
+        self.granted: dict[str, int] = {}
+
+    def init(self) -> None:
+        if not self.ip_mcast:
+            raise ConfigError("UDP ip_mcast=false (multicast by unicasts to every member) is not supported by jgpy")
+        try:
+            group = ipaddress.ip_address(self.mcast_addr)
+        except ValueError:
+            raise ConfigError(f"UDP mcast_addr {self.mcast_addr!r} is not an IP address") from None
+        if not group.is_multicast:
+            raise ConfigError(f"UDP mcast_addr {self.mcast_addr} is not a multicast address")
+
+    # ---- sockets ----
+
+    def start(self) -> None:
+        bind = resolve_bind_addr(self.bind_addr)
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        self.ucast_sock = self._unicast_socket(bind, family)
+        port = self.ucast_sock.getsockname()[1]
+        self.physical_addr = IpAddress(bind, port)
+        self.mcast_sock = self._multicast_socket(bind, family)
+        self._mcast_dest = (self.mcast_addr, self.mcast_port)
+        self._loops = [
+            DatagramLoop(self.ucast_sock, functools.partial(self.receive_datagrams, multicast=False),
+                         batch=self.recv_batch, name=f"jgpy-ucast-{port}"),
+            DatagramLoop(self.mcast_sock, functools.partial(self.receive_datagrams, multicast=True),
+                         batch=self.recv_batch, name=f"jgpy-mcast-{port}"),
+        ]
+        for loop in self._loops:
+            loop.start()
+
+    def _set_buffers(self, sock: socket.socket, which: str, snd: int, rcv: int) -> None:
+        for opt, size, label in ((socket.SO_SNDBUF, snd, "send"), (socket.SO_RCVBUF, rcv, "receive")):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, opt, size)
+            except OSError:
+                pass
+            got = sock.getsockopt(socket.SOL_SOCKET, opt) // 2      # Linux reports twice what it grants
+            self.granted[f"{which}_{label}"] = got
+            if got < size:
+                self.log.warning("%s buffer of the %s socket was set to %s, but the OS only allocated %s. This "
+                                 "might lead to performance problems: raise net.core.%smem_max", label, which,
+                                 _human(size), _human(got), "w" if label == "send" else "r")
+
+    def _unicast_socket(self, bind: str, family: int) -> socket.socket:
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            if self.bind_port > 0:
+                for p in range(self.bind_port, self.bind_port + max(0, self.port_range) + 1):
+                    try:
+                        sock.bind((bind, p))
+                        break
+                    except OSError:
+                        continue
+                else:
+                    raise ConfigError(f"UDP: failed to open a port in range {self.bind_port}-"
+                                      f"{self.bind_port + self.port_range} on {bind}")
+            else:
+                sock.bind((bind, 0))
+            try:
+                sock.setsockopt(socket.IPPROTO_IP, IP_TOS, self.tos)
+            except OSError:
+                pass
+            self._set_buffers(sock, "unicast", self.ucast_send_buf_size, self.ucast_recv_buf_size)
+            sock.setblocking(True)
+            return sock
+        except BaseException:
+            sock.close()
+            raise
+
+    def _multicast_socket(self, bind: str, family: int) -> socket.socket:
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET:
+                try:
+                    sock.bind((self.mcast_addr, self.mcast_port))     # only this group's datagrams (as Java on Linux)
+                except OSError:
+                    sock.bind(("", self.mcast_port))
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                                socket.inet_aton(self.mcast_addr) + socket.inet_aton(bind))
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(bind))
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, self.ip_ttl)
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0 if self.disable_loopback else 1)
+                try:
+                    sock.setsockopt(socket.IPPROTO_IP, IP_TOS, self.tos)
+                except OSError:
+                    pass
+            else:
+                sock.bind(("", self.mcast_port))
+                ifindex = 0
+                mreq = socket.inet_pton(socket.AF_INET6, self.mcast_addr) + ifindex.to_bytes(4, "little")
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP, mreq)
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, self.ip_ttl)
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 0 if self.disable_loopback else 1)
+            self._set_buffers(sock, "multicast", self.mcast_send_buf_size, self.mcast_recv_buf_size)
+            return sock
+        except BaseException:
+            sock.close()
+            raise
+
+    def handle_local_address(self, addr) -> None:
+        if self.mcast_sock is None or not self.enable_bundling:
+            return
+        prefix = self.stack.dialect.list_prefix(None, addr, True)
+        self._bundler = Bundler(self.mcast_sock, self._mcast_dest, prefix, b"\x00",
+                                max_size=self.max_bundle_size, max_delay_ms=float(self.max_bundle_timeout),
+                                capacity=max(1 << 20, self.bundler_capacity * 1000), name=f"jgpy-bundler-{addr}")
+        self._bundler.start()
+
+    def stop(self) -> None:
+        if self._bundler is not None:
+            self._bundler.stop()
+            self._bundler = None
+        for loop in self._loops:
+            loop.stop()
+        self._loops = []
+        for sock in (self.mcast_sock, self.ucast_sock):
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+        self.mcast_sock = self.ucast_sock = None
+
+    # ---- sending ----
+
+    def send_multicast_datagram(self, data: bytes) -> None:
+        sock = self.mcast_sock
+        if sock is None:
+            return
+        try:
+            sock.sendto(data, self._mcast_dest)
+        except OSError as e:
+            self._rl.error("mcast-send", "%s: multicast of %d bytes failed: %s", self.local_addr, len(data), e)
+
+    def send_unicast_datagram(self, data: bytes, dest: IpAddress) -> None:
+        sock = self.ucast_sock
+        if sock is None:
+            return
+        try:
+            sock.sendto(data, dest.sockaddr())
+        except OSError as e:
+            self._rl.error(f"ucast-send-{dest}", "%s: unicast of %d bytes to %s failed: %s", self.local_addr,
+                           len(data), dest, e)
+
+    def bundle(self, entry: bytes) -> None:
+        b = self._bundler
+        if b is None:                     # bundling switched off or not connected: send the entry alone
+            self.send_multicast_datagram(self.stack.dialect.list_prefix(None, self.local_addr, True) + entry + b"\x00")
+            return
+        b.add(entry)
+
+    def dump_stats(self) -> dict[str, Any]:
+        d = super().dump_stats()
+        d["granted_buffers"] = dict(self.granted)
+        if self._bundler is not None:
+            d["bundler"] = self._bundler.stats
+        for loop in self._loops:
+            d[loop.name if hasattr(loop, "name") else "loop"] = loop.stats
+        return d
+
+
+def _human(n: int) -> str:
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.2f}MB"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):.0f}KB"
+    return f"{n}B"

@@ -1,0 +1,258 @@
+"""UNICAST: reliable, FIFO unicast with positive acknowledgements (``org.jgroups.protocols.UNICAST``).
+
+Per peer, the sender numbers messages from 1 on a connection (``conn_id``); the first message says so
+(``first``). The receiver creates its window on a first message only; a message for a connection it does
+not know makes it ask for the first one (SEND_FIRST_SEQNO). Receivers ACK cumulatively; unacked messages
+are retransmitted on the ``timeout`` schedule. Windows are the Cython ``AckSenderWindow`` and
+``AckReceiverWindow``; deliverable messages go to the delivery thread in order, OOB ones right away.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from jgpy._core.headers import UnicastHeader
+from jgpy._core.message import Message
+from jgpy._core.tables import AckReceiverWindow, AckSenderWindow
+from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
+from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_longs
+from jgpy.stack.protocol import Protocol
+from jgpy.stack.timer import now_ms
+
+DATA, ACK, SEND_FIRST_SEQNO = UnicastHeader.DATA, UnicastHeader.ACK, UnicastHeader.SEND_FIRST_SEQNO
+OOB = Message.OOB
+NO_RELIABILITY = Message.NO_RELIABILITY
+
+
+class _Sender:
+    __slots__ = ("conn_id", "next_seqno", "win", "created")
+
+    def __init__(self, conn_id: int, timeouts: list[int]):
+        self.conn_id = conn_id
+        self.next_seqno = 1
+        self.win = AckSenderWindow(timeouts)
+        self.created = time.monotonic()
+
+
+class _Receiver:
+    __slots__ = ("conn_id", "win")
+
+    def __init__(self, conn_id: int, first_seqno: int):
+        self.conn_id = conn_id
+        self.win = AckReceiverWindow(first_seqno)
+
+
+class UNICAST(Protocol):
+    NAME = "UNICAST"
+
+    timeout = Property(to_longs, [400, 800, 1600, 3200], "retransmission schedule of unacked messages (ms); "
+                       "the last value repeats")
+    max_msg_batch_size = Property(to_int, 500, "max messages removed from a receive window in one go")
+    max_retransmit_time = Property(to_int, 60000, "ms after which a connection to a non-member is dropped "
+                                   "(0: never)")
+    immediate_ack = Property(to_bool, False, "ack as soon as a message is in the receive window (jgpy always "
+                             "does: delivery is decoupled, so acks never wait for the application)",
+                             deprecated="deprecated in 2.12; jgpy acks on receipt anyway")
+    xmit_tick = Property(to_int, 0, "jgpy: ms between checks for due retransmissions (0: a quarter of the "
+                         "first timeout)")
+
+    IGNORED_PROPERTIES = {
+        "segment_capacity": ignored("jgpy's receive window grows as needed"),
+        "use_gms": ignored("deprecated in 2.12"),
+        "enabled_mbrs_timeout": ignored("deprecated in 2.12"),
+        "eager_lock_release": ignored("deprecated in 2.12"),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.send_table: dict[Any, _Sender] = {}
+        self.recv_table: dict[Any, _Receiver] = {}
+        self.members: list = []
+        self.started = False
+        self.disconnected = False
+        self._last_conn_id = 0
+        self._lock = threading.Lock()
+        self._xmit_task = None
+        self._rl = RateLimitedLog(self.log)
+        self.counters = dict.fromkeys(("msgs_sent", "msgs_received", "acks_sent", "acks_received", "xmits",
+                                       "first_seqno_requests_sent", "first_seqno_requests_received",
+                                       "dropped_unknown_conn", "duplicates"), 0)
+
+    def start(self) -> None:
+        self.started = True
+        self.disconnected = False
+        tick = self.xmit_tick or max(20, min(self.timeout) // 4)
+        self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "UNICAST xmit")
+
+    def stop(self) -> None:
+        self.started = False
+        if self._xmit_task is not None:
+            self._xmit_task.cancel()
+            self._xmit_task = None
+        with self._lock:
+            self.send_table.clear()
+            self.recv_table.clear()
+
+    def _new_conn_id(self) -> int:
+        cid = self._last_conn_id
+        self._last_conn_id = 0 if cid >= 32767 else cid + 1
+        return cid
+
+    # ---- sending ----
+
+    def down_msg(self, msg: Message) -> Any:
+        dest = msg.dest
+        if dest is None or msg.flags & NO_RELIABILITY:
+            return self.down_prot.down_msg(msg)
+        if not self.started:     # e.g. a VIEW_ACK still being sent while we leave (Java: trace level)
+            self.log.debug("%s: dropped a unicast to %s: UNICAST is not started", self.local_addr, dest)
+            return None
+        with self._lock:
+            entry = self.send_table.get(dest)
+            if entry is None:
+                entry = self.send_table[dest] = _Sender(self._new_conn_id(), list(self.timeout))
+            seq = entry.next_seqno
+            msg.put_header(self.id, UnicastHeader(DATA, seq, entry.conn_id, seq == 1))
+            entry.win.add(seq, msg, now_ms())
+            entry.next_seqno = seq + 1
+        self.counters["msgs_sent"] += 1
+        return self.down_prot.down_msg(msg)
+
+    def _retransmit_due(self) -> None:
+        now = now_ms()
+        expired = []
+        with self._lock:
+            due = [(dest, e.win.due(now)) for dest, e in self.send_table.items()]
+            if self.max_retransmit_time > 0:
+                t = time.monotonic()
+                expired = [d for d, e in self.send_table.items()
+                           if d not in self.members and (t - e.created) * 1000 >= self.max_retransmit_time]
+                for d in expired:
+                    del self.send_table[d]
+                    self.recv_table.pop(d, None)
+        for dest, msgs in due:
+            for _seq, msg in msgs:
+                self.counters["xmits"] += 1
+                self.down_prot.down_msg(msg)
+        for d in expired:
+            self.log.debug("%s: removed the connection to non-member %s", self.local_addr, d)
+
+    # ---- receiving ----
+
+    def up_batch(self, msgs: list) -> None:
+        mine, rest = self.split_mine(msgs)
+        if mine:
+            deliver: list = []
+            oob: list = []
+            for msg in mine:
+                if msg.dest is None or msg.flags & NO_RELIABILITY:
+                    rest.append(msg)
+                    continue
+                hdr = msg.get_header(self.id)
+                t = hdr.type
+                if t == DATA:
+                    self._handle_data(msg.src, hdr.seqno, hdr.conn_id, hdr.first, msg, deliver, oob)
+                elif t == ACK:
+                    self._handle_ack(msg.src, hdr.seqno)
+                elif t == SEND_FIRST_SEQNO:
+                    self._resend_first(msg.src)
+                else:
+                    self._rl.error("bad-type", "UnicastHeader type %s not known", t)
+            if deliver:
+                self.stack.deliver(self.up_prot, deliver)
+            if oob:
+                self.up_prot.up_batch(oob)
+        if rest:
+            self.up_prot.up_batch(rest)
+
+    def _handle_data(self, sender, seq: int, conn_id: int, first: bool, msg: Message, deliver: list, oob: list) -> None:
+        self.counters["msgs_received"] += 1
+        with self._lock:
+            entry = self.recv_table.get(sender)
+            if first:
+                if entry is None or entry.conn_id != conn_id:
+                    entry = self.recv_table[sender] = _Receiver(conn_id, seq)
+            elif entry is None or entry.conn_id != conn_id:
+                entry = None
+            if entry is None:
+                self.counters["dropped_unknown_conn"] += 1
+            else:
+                result = entry.win.add(seq, msg)
+                ready, highest = entry.win.remove_many(self.max_msg_batch_size)
+                if result == 1 and msg.flags & OOB:
+                    oob.append(msg)
+                for m in ready:
+                    if not m.flags & OOB:
+                        deliver.append(m)
+        if entry is None:
+            self._send_first_seqno_request(sender)
+            return
+        if result == -1:
+            self.counters["duplicates"] += 1
+            self._send_ack(sender, seq)
+        elif result == 0:
+            self.counters["duplicates"] += 1
+        if highest > 0:
+            self._send_ack(sender, highest)
+
+    def _handle_ack(self, sender, seq: int) -> None:
+        with self._lock:
+            entry = self.send_table.get(sender)
+            if entry is not None:
+                entry.win.ack(seq)
+        self.counters["acks_received"] += 1
+
+    def _resend_first(self, sender) -> None:
+        self.counters["first_seqno_requests_received"] += 1
+        with self._lock:
+            entry = self.send_table.get(sender)
+            lowest = entry.win.lowest() if entry is not None else None
+        if lowest is None:
+            if entry is None:
+                self._rl.error(f"no-sender-{sender}", "%s: sender window for %s not found", self.local_addr, sender)
+            return
+        _seq, msg = lowest
+        copy = msg.copy()
+        hdr = msg.get_header(self.id)
+        copy.put_header(self.id, UnicastHeader(DATA, hdr.seqno, hdr.conn_id, True))
+        self.down_prot.down_msg(copy)
+
+    def _send_first_seqno_request(self, dest) -> None:
+        self.counters["first_seqno_requests_sent"] += 1
+        req = Message(dest, None, None, OOB)
+        req.put_header(self.id, UnicastHeader(SEND_FIRST_SEQNO))
+        self.down_prot.down_msg(req)
+
+    def _send_ack(self, dest, seq: int) -> None:
+        if self.disconnected:
+            return
+        ack = Message(dest)
+        ack.put_header(self.id, UnicastHeader(ACK, seq))
+        self.counters["acks_sent"] += 1
+        self.down_prot.down_msg(ack)
+
+    # ---- events ----
+
+    def down(self, evt: Event) -> Any:
+        t = evt.type
+        if t == EventType.VIEW_CHANGE:
+            self.members = list(evt.arg.members or ())
+            with self._lock:
+                for table in (self.send_table, self.recv_table):
+                    for addr in [a for a in table if a not in self.members]:
+                        del table[addr]
+        elif t == EventType.CONNECT:
+            self.disconnected = False
+        elif t == EventType.DISCONNECT:
+            self.disconnected = True
+        return self.down_prot.down(evt)
+
+    def dump_stats(self) -> dict[str, Any]:
+        d = dict(self.counters)
+        with self._lock:
+            d["unacked"] = sum(e.win.size for e in self.send_table.values())
+            d["in_recv_windows"] = sum(r.win.size for r in self.recv_table.values())
+        return d

@@ -1,0 +1,1 @@
+"""The protocol stack: events, properties, XML configs, protocol base class, timer, executors."""

@@ -1,0 +1,53 @@
+"""Events that travel up and down the protocol stack (``org.jgroups.Event``).
+
+Messages do not travel as events: they use the dedicated ``down_msg``/``up_batch`` paths (see
+:mod:`jgpy.stack.protocol`), so an event is always a control event with an optional argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class EventType:
+    """Event type constants (names and meaning as in JGroups 2.12's ``Event``)."""
+
+    CONNECT = "CONNECT"                            # arg: cluster name
+    DISCONNECT = "DISCONNECT"                      # arg: local address
+    VIEW_CHANGE = "VIEW_CHANGE"                    # arg: View
+    TMP_VIEW = "TMP_VIEW"                          # arg: View (the coordinator's next view, before it is installed)
+    SET_LOCAL_ADDRESS = "SET_LOCAL_ADDRESS"        # arg: UUID
+    SUSPECT = "SUSPECT"                            # arg: Address
+    UNSUSPECT = "UNSUSPECT"                        # arg: Address
+    FIND_INITIAL_MBRS = "FIND_INITIAL_MBRS"        # arg: join promise or None; returns list[PingData]
+    FIND_ALL_VIEWS = "FIND_ALL_VIEWS"              # returns list[PingData]
+    GET_DIGEST = "GET_DIGEST"                      # returns Digest
+    SET_DIGEST = "SET_DIGEST"                      # arg: Digest
+    MERGE_DIGEST = "MERGE_DIGEST"                  # arg: Digest
+    OVERWRITE_DIGEST = "OVERWRITE_DIGEST"          # arg: Digest
+    BECOME_SERVER = "BECOME_SERVER"
+    GET_PHYSICAL_ADDRESS = "GET_PHYSICAL_ADDRESS"  # arg: logical address; returns IpAddress or None
+    SET_PHYSICAL_ADDRESS = "SET_PHYSICAL_ADDRESS"  # arg: (logical, physical)
+    GET_LOGICAL_PHYSICAL_MAPPINGS = "GET_LOGICAL_PHYSICAL_MAPPINGS"
+    STABLE = "STABLE"                              # arg: Digest (stability vector)
+    SUSPEND_STABLE = "SUSPEND_STABLE"              # arg: max suspend time (ms)
+    RESUME_STABLE = "RESUME_STABLE"
+    CLOSE_BARRIER = "CLOSE_BARRIER"
+    OPEN_BARRIER = "OPEN_BARRIER"
+    GET_STATE = "GET_STATE"                        # arg: StateTransferInfo
+    BLOCK = "BLOCK"
+    UNBLOCK = "UNBLOCK"
+    MERGE = "MERGE"                                # arg: {coordinator: View}
+    PREPARE_VIEW = "PREPARE_VIEW"
+    CONFIG = "CONFIG"                              # arg: dict
+    INFO = "INFO"
+
+
+@dataclass(slots=True)
+class Event:
+    type: str
+    arg: Any = None
+
+    def __repr__(self) -> str:
+        return f"Event({self.type}{', ' + repr(self.arg) if self.arg is not None else ''})"

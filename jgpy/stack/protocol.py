@@ -1,0 +1,105 @@
+"""The protocol base class: a layer with ``up``/``down`` neighbours, properties and a life cycle.
+
+Control events travel with :meth:`Protocol.up` / :meth:`Protocol.down` (an :class:`Event`).
+Messages have their own paths, built for speed:
+
+* down: :meth:`Protocol.down_msg` (one message; the caller's thread),
+* up: :meth:`Protocol.up_batch` (a list of messages, all received together: one call per protocol per
+  batch, as JGroups 3.3+ does with ``MessageBatch``).
+
+A protocol that does not care about a message passes it on unchanged; the default implementations do
+exactly that, so a protocol overrides only what it handles.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from jgpy._core.batch import split_by_header
+from jgpy.stack.events import Event, EventType
+from jgpy.stack.properties import Property, to_bool
+
+if TYPE_CHECKING:
+    from jgpy.stack.stack import ProtocolStack
+
+
+class Protocol:
+    """Base class of every protocol. Subclasses set ``NAME`` to the name used in XML configs."""
+
+    NAME: ClassVar[str] = ""
+    #: JGroups properties accepted (with a warning) but not acted upon, with the reason
+    IGNORED_PROPERTIES: ClassVar[dict[str, str]] = {}
+    IGNORED_PREFIXES: ClassVar[dict[str, str]] = {}
+
+    stats = Property(to_bool, True, "collect statistics")
+    ergonomics = Property(to_bool, True, "let the protocol adjust some of its properties to the cluster size")
+
+    def __init__(self) -> None:
+        self.up_prot: Protocol | None = None
+        self.down_prot: Protocol | None = None
+        self.stack: ProtocolStack | None = None
+        self.id: int = 0
+        self.log = logging.getLogger("jgpy.protocols." + (self.NAME or type(self).__name__))
+
+    # ---- life cycle (init after properties are set; start/stop around connect/disconnect) ----
+
+    def init(self) -> None:
+        """Check properties and prepare; called once, bottom-up, after properties are set."""
+
+    def start(self) -> None:
+        """Called on connect, top-down."""
+
+    def stop(self) -> None:
+        """Called on disconnect, top-down."""
+
+    def destroy(self) -> None:
+        """Called when the channel is closed."""
+
+    # ---- events ----
+
+    def up(self, evt: Event) -> Any:
+        return self.up_prot.up(evt) if self.up_prot is not None else None
+
+    def down(self, evt: Event) -> Any:
+        return self.down_prot.down(evt) if self.down_prot is not None else None
+
+    # ---- messages ----
+
+    def down_msg(self, msg) -> Any:
+        return self.down_prot.down_msg(msg)
+
+    def up_batch(self, msgs: list) -> None:
+        self.up_prot.up_batch(msgs)
+
+    def up_msg(self, msg) -> None:
+        """Pass a single message up (convenience for protocols that deliver one message at a time)."""
+        self.up_prot.up_batch([msg])
+
+    # ---- helpers ----
+
+    def split_mine(self, msgs: list) -> tuple[list, list]:
+        """``(messages with my header, the others)`` preserving order."""
+        return split_by_header(msgs, self.id)
+
+    @property
+    def transport(self):
+        return self.stack.transport
+
+    @property
+    def timer(self):
+        return self.stack.timer
+
+    @property
+    def local_addr(self):
+        return self.stack.local_addr if self.stack is not None else None
+
+    def dump_stats(self) -> dict[str, Any]:
+        """Counters of this protocol (for diagnostics and tests)."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<{self.NAME}>"
+
+
+__all__ = ["Event", "EventType", "Protocol"]

@@ -1,0 +1,186 @@
+"""The protocol stack: protocols built from a config, wired bottom to top, with shared services.
+
+Services every protocol reaches through ``self.stack``: the timer, the delivery executors (regular and
+OOB), the wire dialect and the local address. The top of the stack is the channel.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import logging
+from typing import Any, Iterable, Mapping
+
+from jgpy._core import jg212
+from jgpy.errors import ConfigError
+from jgpy.stack.config import StackConfig, load_config, resolve_properties
+from jgpy.stack.events import Event
+from jgpy.stack.executor import SerialExecutor
+from jgpy.stack.properties import apply_properties
+from jgpy.stack.protocol import Protocol
+from jgpy.stack.timer import TimeScheduler
+
+log = logging.getLogger("jgpy.stack")
+
+#: config name -> "module:Class"; one module per protocol
+PROTOCOLS: dict[str, str] = {
+    "UDP": "jgpy.protocols.udp:UDP",
+    "PING": "jgpy.protocols.ping:PING",
+    "MERGE2": "jgpy.protocols.merge2:MERGE2",
+    "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",
+    "FD_ALL": "jgpy.protocols.fd_all:FD_ALL",
+    "VERIFY_SUSPECT": "jgpy.protocols.verify_suspect:VERIFY_SUSPECT",
+    "BARRIER": "jgpy.protocols.barrier:BARRIER",
+    "pbcast.NAKACK": "jgpy.protocols.pbcast.nakack:NAKACK",
+    "UNICAST": "jgpy.protocols.unicast:UNICAST",
+    "pbcast.STABLE": "jgpy.protocols.pbcast.stable:STABLE",
+    "pbcast.GMS": "jgpy.protocols.pbcast.gms:GMS",
+    "UFC": "jgpy.protocols.flow_control:UFC",
+    "MFC": "jgpy.protocols.flow_control:MFC",
+    "FRAG2": "jgpy.protocols.frag2:FRAG2",
+    "pbcast.STATE_TRANSFER": "jgpy.protocols.pbcast.state_transfer:STATE_TRANSFER",
+    "DISCARD": "jgpy.protocols.discard:DISCARD",
+}
+
+_ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}
+
+
+def protocol_class(name: str, where: str = "") -> type[Protocol]:
+    key = _ALIASES.get(name, name)
+    spec = PROTOCOLS.get(key)
+    if spec is None:
+        close = difflib.get_close_matches(key, PROTOCOLS, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"{where}unknown protocol {name!r}: jgpy speaks the JGroups 2.12 dialect and implements "
+                          f"{', '.join(sorted(PROTOCOLS))}{hint}")
+    mod, _, cls = spec.partition(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+def register_protocol(name: str, spec: str) -> None:
+    """Make a protocol class (``"package.module:Class"``) available to stack configs under ``name``."""
+    PROTOCOLS[name] = spec
+
+
+class ProtocolStack:
+    """Protocols of one channel, bottom (transport) first."""
+
+    def __init__(self, config: str | StackConfig, top: Protocol, overrides: Mapping[str, str] | None = None,
+                 dialect=jg212.DIALECT):
+        self.config = load_config(config)
+        self.overrides = dict(overrides or {})
+        self.dialect = dialect
+        self.local_addr = None
+        self.cluster_name: str | None = None
+        self.protocols: list[Protocol] = []
+        for pc in self.config.protocols:
+            cls = protocol_class(pc.name, pc.where)
+            prot = cls()
+            prot.stack = self
+            props = resolve_properties(pc, self.overrides)
+            prot.id = self._protocol_id(pc.name, props)
+            apply_properties(prot, props, pc.where, self.overrides)
+            self.protocols.append(prot)
+        if not self.protocols or not getattr(self.protocols[0], "IS_TRANSPORT", False):
+            raise ConfigError(f"{self.config.source}: the first protocol must be a transport (e.g. UDP), "
+                              f"not {self.config.protocols[0].name}")
+        for lower, upper in zip(self.protocols, self.protocols[1:]):
+            lower.up_prot, upper.down_prot = upper, lower
+        self.top = top
+        self.protocols[-1].up_prot = top
+        top.down_prot = self.protocols[-1]
+        top.stack = self
+        self.timer: TimeScheduler | None = None
+        self.delivery: SerialExecutor | None = None
+        self.oob_delivery: SerialExecutor | None = None
+
+    def _protocol_id(self, name: str, props: dict[str, str]) -> int:
+        if "id" in props:
+            return int(props.pop("id"))
+        try:
+            return jg212.protocol_id(name)
+        except KeyError:
+            return 0   # protocols without an id (MERGE2, BARRIER) send no headers, as in JGroups
+
+    # ---- access ----
+
+    @property
+    def transport(self):
+        return self.protocols[0]
+
+    def find(self, name_or_cls) -> Protocol | None:
+        for p in self.protocols:
+            if (isinstance(name_or_cls, str) and p.NAME == name_or_cls) or \
+                    (isinstance(name_or_cls, type) and isinstance(p, name_or_cls)):
+                return p
+        return None
+
+    def __iter__(self) -> Iterable[Protocol]:
+        return iter(self.protocols)
+
+    def names(self) -> list[str]:
+        return [p.NAME for p in self.protocols]
+
+    # ---- life cycle ----
+
+    def init(self) -> None:
+        for p in self.protocols:
+            p.init()
+
+    def start(self, name: str) -> None:
+        """Start the services and the protocols (top first, as JGroups does)."""
+        self.timer = TimeScheduler(f"jgpy-timer-{name}")
+        self.delivery = SerialExecutor(f"jgpy-deliver-{name}")
+        self.oob_delivery = SerialExecutor(f"jgpy-oob-{name}")
+        started = []
+        try:
+            for p in reversed(self.protocols):
+                p.start()
+                started.append(p)
+        except Exception:
+            for p in started:
+                try:
+                    p.stop()
+                except Exception:  # noqa: BLE001
+                    log.exception("stopping %s after a failed start", p.NAME)
+            self._stop_services()
+            raise
+
+    def stop(self) -> None:
+        for p in reversed(self.protocols):
+            try:
+                p.stop()
+            except Exception:  # noqa: BLE001 - stop everything we can
+                log.exception("%s.stop() failed", p.NAME)
+        self._stop_services()
+
+    def _stop_services(self) -> None:
+        for svc in (self.timer, self.delivery, self.oob_delivery):
+            if svc is not None:
+                svc.stop()
+        self.timer = self.delivery = self.oob_delivery = None
+
+    def destroy(self) -> None:
+        for p in self.protocols:
+            try:
+                p.destroy()
+            except Exception:  # noqa: BLE001
+                log.exception("%s.destroy() failed", p.NAME)
+
+    # ---- entry points from the top ----
+
+    def down(self, evt: Event) -> Any:
+        return self.protocols[-1].down(evt)
+
+    def down_msg(self, msg) -> Any:
+        return self.protocols[-1].down_msg(msg)
+
+    def deliver(self, protocol: Protocol, msgs: list, oob: bool = False) -> None:
+        """Hand ``msgs`` to ``protocol.up_batch`` on a delivery thread (regular: one FIFO thread)."""
+        ex = self.oob_delivery if oob else self.delivery
+        if ex is None:
+            return
+        ex.submit(protocol.up_batch, msgs)
+
+    def dump_stats(self) -> dict[str, dict]:
+        return {p.NAME: p.dump_stats() for p in self.protocols}

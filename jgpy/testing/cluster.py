@@ -1,0 +1,270 @@
+"""Mixed Java/jgpy cluster scenarios for tests, benchmarks and the demo.
+
+Members send numbered payloads ``"<name>:<n>"`` (raw bytes, or Java ``setObject(String)``); every member
+records what it receives per sender, and :func:`check_fifo` proves per-sender FIFO order with no gaps and
+no duplicates. A :class:`JgpyMember` wraps a :class:`jgpy.Channel`; a :class:`JavaMember` wraps a Java
+harness node, so scenarios read the same for both kinds.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from jgpy import Channel, Receiver
+from jgpy._core.jg212 import object_from_buffer
+from jgpy.stack.config import StackConfig, load_config
+from jgpy.testing.java import JavaNode
+from jgpy.testing.javajson import from_json
+
+_NUMBERED = re.compile(rb"^(.*):(\d+)$", re.S)
+
+
+def parse_numbered(payload: bytes | None) -> tuple[str, int] | None:
+    """``(name, n)`` of a numbered payload (raw ``b"A:12"`` or a Java String ``\\x12A:12``), else None."""
+    if not payload:
+        return None
+    data = payload
+    if data[0] == 0x12:                       # Java setObject(String)
+        try:
+            data = object_from_buffer(data).encode("latin-1")
+        except Exception:  # noqa: BLE001
+            return None
+    m = _NUMBERED.match(data)
+    if not m:
+        return None
+    return m.group(1).decode("latin-1"), int(m.group(2))
+
+
+@dataclass
+class Received:
+    """What one member received, per sender name (in delivery order), plus its views."""
+
+    by_sender: dict[str, list[int]] = field(default_factory=dict)
+    unicast_by_sender: dict[str, list[int]] = field(default_factory=dict)
+    other: int = 0
+    views: list = field(default_factory=list)
+
+    def add(self, payload: bytes | None, unicast: bool) -> None:
+        p = parse_numbered(payload)
+        if p is None:
+            self.other += 1
+            return
+        (self.unicast_by_sender if unicast else self.by_sender).setdefault(p[0], []).append(p[1])
+
+    def count(self, unicast: bool = False) -> int:
+        return sum(len(v) for v in (self.unicast_by_sender if unicast else self.by_sender).values())
+
+
+def check_fifo(received: dict[str, list[int]], expected: dict[str, int]) -> list[str]:
+    """Problems with per-sender FIFO delivery: every sender's numbers must be exactly 0..n-1 in order."""
+    problems = []
+    for sender, n in expected.items():
+        got = received.get(sender, [])
+        if got != list(range(n)):
+            dups = len(got) - len(set(got))
+            missing = n - len(set(got) & set(range(n)))
+            out_of_order = sum(1 for a, b in zip(got, got[1:]) if b <= a)
+            problems.append(f"from {sender}: {len(got)} delivered of {n} (missing {missing}, duplicates {dups}, "
+                            f"out of order {out_of_order}; first bad at {_first_bad(got)})")
+    for sender in received:
+        if sender not in expected:
+            problems.append(f"unexpected sender {sender}")
+    return problems
+
+
+def _first_bad(got: list[int]) -> Any:
+    for i, v in enumerate(got):
+        if v != i:
+            return f"index {i} = {v}"
+    return "end"
+
+
+class _Recorder(Receiver):
+    def __init__(self, member: "JgpyMember"):
+        self.member = member
+
+    def receive(self, msg) -> None:
+        m = self.member
+        with m.cond:
+            m.received.add(msg.buffer, msg.dest is not None)
+            m.cond.notify_all()
+
+    def view_accepted(self, view) -> None:
+        m = self.member
+        with m.cond:
+            m.received.views.append(view)
+            m.cond.notify_all()
+
+
+class JgpyMember:
+    kind = "jgpy"
+
+    def __init__(self, name: str, config: str | StackConfig, props: dict[str, str]):
+        self.name = name
+        self.received = Received()
+        self.cond = threading.Condition()
+        self.channel = Channel(config, name, props, None)
+        self.channel.receiver = _Recorder(self)
+
+    def connect(self, cluster: str) -> None:
+        self.channel.connect(cluster)
+
+    def send_numbered(self, count: int, dest_name: str | None = None, java_string: bool = False,
+                      start: int = 0, dest=None) -> None:
+        ch = self.channel
+        if dest is None and dest_name is not None:
+            dest = self.address_of(dest_name)
+        for i in range(start, start + count):
+            text = f"{self.name}:{i}"
+            ch.send(dest, text if java_string else text.encode())
+
+    def address_of(self, name: str):
+        for a in self.channel.view.members:
+            if str(a) == name:
+                return a
+        raise KeyError(f"{name} is not in {self.channel.view}")
+
+    def view_names(self) -> list[str]:
+        v = self.channel.view
+        return [str(a) for a in v.members] if v is not None else []
+
+    def view_id(self) -> tuple[str, int] | None:
+        v = self.channel.view
+        return (str(v.vid.coord_addr), v.vid.id) if v is not None else None
+
+    def wait_received(self, total: int, unicast: bool = False, timeout: float = 60.0) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.received.count(unicast) >= total, timeout)
+
+    def wait_view(self, names: list[str], timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.view_names() == names:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stats(self) -> dict:
+        return self.channel.dump_stats()
+
+    def disconnect(self) -> None:
+        self.channel.disconnect()
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class JavaMember:
+    kind = "java"
+
+    def __init__(self, name: str, config: str | StackConfig, props: dict[str, str]):
+        self.name = name
+        self.node = JavaNode(name=name)
+        self.props = props
+        self.received = Received()
+        self._config_file = None
+        if isinstance(config, StackConfig):
+            f = tempfile.NamedTemporaryFile("w", suffix=".xml", prefix="jgpy-java-cfg-", delete=False)
+            f.write(config.to_xml())
+            f.close()
+            self._config_file = f.name
+            self.config = f.name
+        else:
+            self.config = config
+        self._view: dict | None = None
+
+    def connect(self, cluster: str) -> None:
+        rep = self.node.connect(self.config, cluster, self.props)
+        self._view = rep.get("view")
+
+    def _pump(self, timeout: float = 0.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                ev = self.node.events.get(timeout=max(0.0, deadline - time.monotonic()) if timeout else 0.0)
+            except Exception:  # noqa: BLE001 - queue.Empty
+                return
+            e = ev.get("event")
+            if e == "msg":
+                self.received.add(bytes.fromhex(ev["payload"]) if ev.get("payload") else None, ev.get("dest") is not None)
+            elif e == "view":
+                self._view = ev
+                self.received.views.append(ev)
+            elif e == "_eof":
+                self.node.events.put(ev)
+                return
+            if timeout == 0.0 and self.node.events.empty():
+                return
+
+    def send_numbered(self, count: int, dest_name: str | None = None, java_string: bool = False,
+                      start: int = 0, dest=None) -> None:
+        target = dest_name
+        if java_string:
+            self.node.send(dest=target, java_string=self.name, count=count, numbered=True, start=start, timeout=300)
+        else:
+            self.node.send(dest=target, payload=self.name.encode(), count=count, numbered=True, start=start,
+                           timeout=300)
+
+    def view_names(self) -> list[str]:
+        self._pump()
+        return list(self._view["names"]) if self._view and self._view.get("names") else []
+
+    def view_id(self) -> tuple[str, int] | None:
+        self._pump()
+        if not self._view or not self._view.get("view_id"):
+            return None
+        vid = self._view["view_id"]
+        return (str(from_json(vid["coord_addr"])), vid["id"])
+
+    def wait_received(self, total: int, unicast: bool = False, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._pump(0.2)
+            if self.received.count(unicast) >= total:
+                return True
+        return False
+
+    def wait_view(self, names: list[str], timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.view_names() == names:
+                return True
+            self._pump(0.1)
+        return False
+
+    def stats(self) -> dict:
+        return self.node.protocol_stats()
+
+    def disconnect(self) -> None:
+        self.node.call("disconnect", timeout=60)
+
+    def close(self) -> None:
+        self.node.close()
+        if self._config_file:
+            import os
+            try:
+                os.unlink(self._config_file)
+            except OSError:
+                pass
+
+
+def make_member(kind: str, name: str, config: str | StackConfig, props: dict[str, str]):
+    return (JavaMember if kind in ("J", "java") else JgpyMember)(name, config, props)
+
+
+def wait_all(pred: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def stock(name: str = "udp.xml") -> StackConfig:
+    return load_config(name)
