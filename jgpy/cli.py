@@ -4,7 +4,8 @@ Commands:
   version   what this jgpy speaks and how its core was built
   decode    decode a datagram (hex or file) or a pcap/pcapng capture of JGroups traffic
   sniff     watch a cluster's multicast group (and, as root, its unicasts on loopback) and decode live
-  demo      the main job: start a cluster on loopback and show what goes over the wire
+  perf      throughput of jgpy and Java members on loopback, side by side
+  demo      the main job: a mixed Python/Java cluster on loopback
 """
 
 from __future__ import annotations
@@ -131,6 +132,12 @@ def cmd_sniff(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_perf(args: argparse.Namespace) -> int:
+    from jgpy.tools import perf
+
+    return perf.main(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from jgpy.demo import run_demo
 
@@ -161,9 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--multicast-only", action="store_true", help="do not sniff unicasts on lo")
     s.set_defaults(func=cmd_sniff)
 
+    s = sub.add_parser("perf", help="throughput of jgpy and Java members on loopback, side by side")
+    from jgpy.tools.perf import add_arguments
+    add_arguments(s)
+    s.set_defaults(func=cmd_perf)
+
     s = sub.add_parser("demo", help="run the demo cluster on loopback")
-    s.add_argument("--messages", type=int, default=int(os.environ.get("JGPY_DEMO_MESSAGES", "200")),
-                   help="application messages each Java member multicasts")
+    s.add_argument("--messages", type=int, default=int(os.environ.get("JGPY_DEMO_MESSAGES", "3000")),
+                   help="messages each member multicasts")
+    s.add_argument("--perf-count", type=int, default=int(os.environ.get("JGPY_DEMO_PERF", "30000")),
+                   help="messages of the throughput runs")
     s.add_argument("--out", default=os.environ.get("JGPY_DEMO_OUT", "demo-out"), help="where to write the report")
     s.set_defaults(func=cmd_demo)
     return p
@@ -171,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)

@@ -1,33 +1,32 @@
-"""The demo behind ``make demo`` / ``python -m jgpy demo``.
+"""The demo behind ``make demo`` / ``python -m jgpy demo``: a mixed Python/Java cluster on loopback.
 
-It starts real Java JGroups 2.12.2 members on a private multicast group on loopback (the jar's
-unchanged ``udp.xml``), lets them exchange traffic, and has jgpy decode every datagram they put on
-the wire live, re-encode it and check the bytes are identical. jgpy itself joins the cluster as a
-member once the stack lands (issue #3); until then it is a byte-exact observer.
+A Java JGroups 2.12.2 member (the jar's unchanged ``udp.xml``) starts the cluster; two jgpy members join
+it; everybody multicasts numbered messages and sends a few unicasts; each member checks it got
+everything, in order, without duplicates. A tap on the multicast group meanwhile decodes the traffic with
+jgpy's codec and re-encodes it byte for byte. Then a short throughput run, and a clean shutdown.
 """
 
 from __future__ import annotations
 
 import collections
+import threading
 import time
 import uuid
 from pathlib import Path
 
 from jgpy import DIALECT, WireFormatError
 from jgpy._core import jg212
-from jgpy.testing.java import JavaError, JavaNode, java_unavailable_reason, udp_props, unique_group
-from jgpy.tools.capture import LoopbackSniffer, MulticastTap, sniffer_available
+from jgpy.testing.cluster import JavaMember, JgpyMember, check_fifo, stock, wait_all
+from jgpy.testing.java import java_unavailable_reason, udp_props, unique_group
+from jgpy.tools.capture import MulticastTap
 
 
-def _say(msg: str) -> None:
-    print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+def _say(msg: str = "") -> None:
+    print(f"[demo {time.strftime('%H:%M:%S')}] {msg}" if msg else "", flush=True)
 
 
-def _reencode(dg) -> bytes:
-    if dg.is_list:
-        return DIALECT.encode_bundle(dg.messages, dest=dg.messages[0].dest if dg.messages else None,
-                                     src=dg.messages[0].src if dg.messages else None, multicast=dg.is_multicast)
-    return DIALECT.encode_message(dg.messages[0], multicast=dg.is_multicast)
+def _views(member) -> str:
+    return ", ".join(member.view_names())
 
 
 def run_demo(args) -> int:
@@ -39,81 +38,120 @@ def run_demo(args) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     group, port = unique_group()
     props = udp_props(group, port)
-    cluster = f"jgpy-demo-{uuid.uuid4().hex[:8]}"
-    names = ["J1", "J2", "J3"]
-    why_no_sniffer = sniffer_available()
-    sniffer = LoopbackSniffer() if why_no_sniffer is None else None
-    nodes: list[JavaNode] = []
-    _say(f"cluster {cluster} on {group}:{port} (jar udp.xml, loopback)")
+    cluster = f"demo-{uuid.uuid4().hex[:6]}"
+    config = stock("udp.xml").with_properties("pbcast.GMS", print_local_addr="false")
+    import logging
+    logging.getLogger("jgpy.config").setLevel(logging.ERROR)            # the stock file's Java-only knobs
+    logging.getLogger("jgpy.protocols.UDP").setLevel(logging.ERROR)     # socket buffer sizes capped by the OS
+    n = args.messages
+    ok = True
+    _say(f"cluster {cluster!r} on multicast group {group}:{port} (loopback), config: the jar's udp.xml")
+    _say()
+    members: list = []
+    tap = MulticastTap(group, port)
     try:
-        with MulticastTap(group, port) as tap:
-            for name in names:
-                _say(f"starting Java member {name} ...")
-                node = JavaNode(name=name)
-                nodes.append(node)
-                rep = node.connect("udp.xml", cluster, props)
-                _say(f"  {name} joined: view {len(rep['view']['members'])} member(s), physical "
-                     f"{rep['physical']['host']}:{rep['physical']['port']}")
-            nodes[0].wait_event(lambda e: e.get("event") == "view" and len(e["members"]) == len(names), 30)
-            _say(f"all {len(names)} members in one view; sending {args.messages} multicasts each + unicasts")
-            for node in nodes:
-                node.send(text=f"hello from {node.name}", count=args.messages)
-            nodes[0].send(text="unicast J1->J2", dest="J2", count=10)
-            nodes[2].send(text="oob from J3", oob=True, count=5)
-            expected = len(names) * args.messages
-            delivered_ok = True
-            deadline = time.monotonic() + 60
-            for node in nodes:
-                got = 0
-                try:
-                    while got < expected:
-                        node.wait_event(lambda e: e.get("event") == "msg" and
-                                        bytes.fromhex(e["payload"]).startswith(b"hello from"),
-                                        max(0.1, deadline - time.monotonic()))
-                        got += 1
-                except JavaError:
-                    pass
-                _say(f"  {node.name} received {got}/{expected} multicasts")
-                delivered_ok = delivered_ok and got == expected
-            time.sleep(0.5)
-            captured = [p for p in tap.packets() if p.src[1] == port]
-        if sniffer is not None:
-            phys = {n.physical["port"] for n in nodes}
-            captured += [p for p in sniffer.packets() if p.dst[1] in phys and p.dst[0] == "127.0.0.1"]
-    finally:
-        for node in nodes:
-            node.close()
-        if sniffer is not None:
-            sniffer.close()
+        java = JavaMember("J1", "udp.xml", props)
+        members.append(java)
+        java.connect(cluster)
+        _say(f"Java member J1 started: it is the coordinator.        view: [{_views(java)}]")
+        for name in ("P1", "P2"):
+            p = JgpyMember(name, config, props)
+            members.append(p)
+            t0 = time.monotonic()
+            p.connect(cluster)
+            _say(f"jgpy member {name} joined in {1000 * (time.monotonic() - t0):.0f} ms.          view: [{_views(p)}]")
+        if not wait_all(lambda: all(m.view_names() == ["J1", "P1", "P2"] for m in members), 20):
+            ok = False
+        _say(f"every member has the same view: {members[0].view_id()} [{_views(members[0])}]")
+        _say()
+        _say(f"each member multicasts {n} numbered messages (half bytes, half Java Strings) and sends 100 "
+             "unicasts to the next member ...")
+        t0 = time.monotonic()
+        errors = []
 
-    _say(f"decoding {len(captured)} captured datagrams with jgpy ...")
+        def send(i, m):
+            try:
+                m.send_numbered(n // 2)
+                m.send_numbered(n - n // 2, java_string=True, start=n // 2)
+                m.send_numbered(100, dest_name=members[(i + 1) % len(members)].name)
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{m.name}: {e}")
+        threads = [threading.Thread(target=send, args=(i, m)) for i, m in enumerate(members)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        for m in members:
+            m.wait_received(3 * n, timeout=60)
+            m.wait_received(100, unicast=True, timeout=30)
+        elapsed = time.monotonic() - t0
+        expected = {m.name: n for m in members}
+        for i, m in enumerate(members):
+            prev = members[(i - 1) % len(members)].name
+            problems = check_fifo(m.received.by_sender, expected) + \
+                check_fifo(m.received.unicast_by_sender, {prev: 100})
+            got = ", ".join(f"{s}: {len(v)}" for s, v in sorted(m.received.by_sender.items()))
+            verdict = "all in order, no gaps, no duplicates" if not problems else "; ".join(problems)
+            ok = ok and not problems
+            _say(f"  {m.name} ({m.kind:4}) received multicasts {{{got}}}, unicasts from {prev}: "
+                 f"{len(m.received.unicast_by_sender.get(prev, []))} -> {verdict}")
+        _say(f"  {3 * n * 3 + 300} deliveries in {elapsed:.1f} s")
+        _say()
+        _say("shutting down: P2 leaves, then P1, then J1")
+        for m in (members[2], members[1]):
+            m.close()
+            members.remove(m)
+            wait_all(lambda: all(x.view_names() == [y.name for y in members] for x in members), 10)
+            _say(f"  {m.name} left.  view of J1: [{_views(members[0])}]")
+        members[0].close()
+        members.clear()
+        _say("  J1 stopped.")
+    finally:
+        for m in members:
+            try:
+                m.close()
+            except Exception:  # noqa: BLE001
+                pass
+        tap.close()
+
+    packets = [p for p in tap.packets() if p.src[1] == port]
+    exact = bad = 0
     counts: collections.Counter = collections.Counter()
-    exact = bad = msgs = 0
-    for p in captured:
+    for p in packets:
         try:
             dg = DIALECT.decode_datagram(p.data)
             for m in dg.messages:
-                msgs += 1
                 for pid, hdr in m.headers:
-                    counts[(jg212.PROTOCOL_NAMES.get(pid, str(pid)), hdr.type_name() if hasattr(hdr, "type") else
-                            type(hdr).__name__)] += 1
-            exact += _reencode(dg) == p.data
-        except WireFormatError as e:
+                    counts[jg212.PROTOCOL_NAMES.get(pid, str(pid))] += 1
+            again = (DIALECT.encode_bundle(dg.messages, dest=None, src=dg.messages[0].src, multicast=True)
+                     if dg.is_list else DIALECT.encode_message(dg.messages[0], multicast=dg.is_multicast))
+            exact += again == p.data
+        except WireFormatError:
             bad += 1
-            _say(f"  NOT DECODABLE from {p.src}: {e}")
-    lines = [f"# jgpy demo report ({time.strftime('%Y-%m-%d %H:%M:%S')})", "",
-             f"Cluster `{cluster}` of {len(names)} Java JGroups 2.12.2 members on {group}:{port}, jar `udp.xml`.",
-             f"Captured {len(captured)} datagrams ({'multicast and unicast' if sniffer else 'multicast only: ' + str(why_no_sniffer)}),"
-             f" {msgs} messages.", "",
-             f"- decoded by jgpy: {len(captured) - bad}/{len(captured)}",
-             f"- re-encoded byte-identical: {exact}/{len(captured)}", "",
-             "| protocol | header type | count |", "|---|---|---|"]
-    lines += [f"| {proto} | {typ} | {n} |" for (proto, typ), n in sorted(counts.items())]
+    _say()
+    _say(f"on the wire: {len(packets)} multicast datagrams; jgpy decoded {len(packets) - bad} and re-encoded "
+         f"{exact} byte for byte")
+    ok = ok and bad == 0 and exact == len(packets)
+
+    _say()
+    _say("throughput, 1 KB multicasts, 2 members, one sender (separate processes):")
+    from jgpy.tools.perf import run_pair
+    rows = []
+    for s, r in (("J", "J"), ("P", "P"), ("P", "J")):
+        o = run_pair(s, r, args.perf_count, 1000)
+        rows.append(o)
+        _say(f"  {o.label:14} {o.msgs_per_s:>10,.0f} msgs/s  ({o.received}/{o.expected} received)")
+
+    lines = [f"# jgpy demo ({time.strftime('%Y-%m-%d %H:%M:%S')})", "",
+             f"Cluster of J1 (Java 2.12.2), P1, P2 (jgpy) on {group}:{port}, the jar's udp.xml.", "",
+             f"- {n} multicasts and 100 unicasts per member, FIFO/no gaps/no duplicates: {'yes' if ok else 'NO'}",
+             f"- multicast datagrams decoded/re-encoded exactly: {len(packets) - bad}/{exact} of {len(packets)}",
+             "", "| sender -> receiver | msgs/s |", "|---|---:|"]
+    lines += [f"| {o.label} | {o.msgs_per_s:,.0f} |" for o in rows]
+    lines += ["", "| protocol | headers seen on the wire |", "|---|---:|"]
+    lines += [f"| {k} | {v} |" for k, v in sorted(counts.items())]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines) + "\n")
-    for line in lines[4:]:
-        print("   " + line)
-    ok = bad == 0 and exact == len(captured) and bool(captured) and delivered_ok
-    _say(("OK: " if ok else "FAILED: ") + f"jgpy decoded and re-encoded {exact}/{len(captured)} datagrams exactly; "
-         f"report: {report}")
+    _say()
+    _say(("OK" if ok else "FAILED") + f": report written to {report}")
     return 0 if ok else 1

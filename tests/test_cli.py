@@ -71,8 +71,13 @@ def test_decode_pcap_and_pcapng(tmp_path, capsys):
 def test_demo_runs(tmp_path):
     from tests.conftest import require_java
     require_java()
-    res = subprocess.run([sys.executable, "-m", "jgpy", "demo", "--messages", "30", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=240)
+    res = subprocess.run([sys.executable, "-m", "jgpy", "demo", "--messages", "600", "--perf-count", "5000",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "OK: jgpy decoded and re-encoded" in res.stdout
-    assert (tmp_path / "report.md").read_text().count("|") > 10
+    out = res.stdout
+    assert "OK: report written" in out
+    assert out.count("all in order, no gaps, no duplicates") == 3            # J1, P1, P2
+    assert "jgpy member P2 joined" in out and "view: [J1, P1, P2]" in out
+    assert "jgpy -> Java" in out and "P1 left." in out
+    report = (tmp_path / "report.md").read_text()
+    assert "FIFO/no gaps/no duplicates: yes" in report

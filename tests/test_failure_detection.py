@@ -420,6 +420,12 @@ def connected(s: FakeStack, dest) -> bool:
     return c is not None and c.dest == dest and c.sock is not None
 
 
+def ring_formed(sa: FakeStack, sb: FakeStack) -> bool:
+    """A monitors B and B monitors A, both connections accepted by the servers."""
+    return (connected(sa, sb.local_addr) and connected(sb, sa.local_addr)
+            and server_clients(sa) == 1 and server_clients(sb) == 1)
+
+
 def test_fd_sock_ring_and_cache_messages(stacks):
     (a, b), net, (sa, sb) = ring(stacks)
     assert sa.prot.srv_sock_addr.host == "127.0.0.1" and sa.prot.srv_sock_addr.port > 0
@@ -459,7 +465,7 @@ def test_fd_sock_crash_without_0x09_is_suspected(stacks, victim):
     (a, b), net, (sa, sb) = ring(stacks)
     sa.install_view([a, b])
     sb.install_view([a, b])
-    wait_until(lambda: connected(sa, b) and connected(sb, a), 3, msg="ring formed")
+    wait_until(lambda: ring_formed(sa, sb), 3, msg="ring formed")
     dead, dead_addr = (sa, a) if victim == 0 else (sb, b)
     watcher = sb if victim == 0 else sa
     net.blocked.add(dead_addr)
@@ -469,7 +475,7 @@ def test_fd_sock_crash_without_0x09_is_suspected(stacks, victim):
     assert list(sus.header(3).mbrs) == [dead_addr]
     # the SUSPECT multicast comes back to the watcher, the only member left that is not suspected
     assert watcher.top.wait_event(EventType.SUSPECT, timeout=2).arg == dead_addr
-    assert [e.arg for e in watcher.tp.events_of(EventType.SUSPECT)] == [dead_addr]
+    assert {e.arg for e in watcher.tp.events_of(EventType.SUSPECT)} == {dead_addr}
     # the BroadcastTask re-sends SUSPECT every suspect_msg_interval until a view without the suspect
     watcher.tp.wait_sent(is_type(3, FdSockHeader.SUSPECT), count=2, timeout=2)
     watcher.install_view([watcher.local_addr], 2)
@@ -483,7 +489,7 @@ def test_fd_sock_graceful_stop_sends_0x09_and_no_suspicion(stacks):
     (a, b), net, (sa, sb) = ring(stacks)
     sa.install_view([a, b])
     sb.install_view([a, b])
-    wait_until(lambda: connected(sa, b) and connected(sb, a), 3, msg="ring formed")
+    wait_until(lambda: ring_formed(sa, sb), 3, msg="ring formed")
     # a raw client on B's server socket sees exactly 0x09, then EOF, when B leaves gracefully
     raw = socket.create_connection(sb.prot.srv_sock_addr.sockaddr(), timeout=3)
     wait_until(lambda: server_clients(sb) == 2, 2)
@@ -584,13 +590,54 @@ def test_fd_sock_unreachable_ping_dest_is_suspected(stacks):
     dead.bind(("127.0.0.1", 0))
     port = dead.getsockname()[1]
     dead.close()                                         # nobody listens there
-    m = Message(None, None, b, OOB)
-    m.put_header(3, FdSockHeader(FdSockHeader.I_HAVE_SOCK, mbr=b, sock_addr=IpAddress("127.0.0.1", port)))
-    s.tp.inject([m])
+    _announce(s, b, IpAddress("127.0.0.1", port))
     s.install_view([a, b])
     sus = s.tp.wait_sent(is_type(3, FdSockHeader.SUSPECT), timeout=3)[0]
     assert list(sus.header(3).mbrs) == [b]
     assert s.top.wait_event(EventType.SUSPECT, timeout=2).arg == b
+
+
+@pytest.fixture
+def hanging_server():
+    """A listening socket whose accept queue is full: connects to it hang (SYNs are dropped)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    filler = socket.create_connection(srv.getsockname(), timeout=2)
+    yield IpAddress(*srv.getsockname())
+    filler.close()
+    srv.close()
+
+
+def _announce(s: FakeStack, mbr, addr: IpAddress) -> None:
+    m = Message(None, None, mbr, OOB)
+    m.put_header(3, FdSockHeader(FdSockHeader.I_HAVE_SOCK, mbr=mbr, sock_addr=addr))
+    s.tp.inject([m])
+
+
+def test_fd_sock_connect_timeout_suspects_and_stop_interrupts_connect(stacks, hanging_server):
+    a, b = addrs(2)
+    s = stacks(fd_sock(sock_conn_timeout=300), a)
+    s.connect()
+    _announce(s, b, hanging_server)
+    t0 = time.monotonic()
+    s.install_view([a, b])
+    sus = s.tp.wait_sent(is_type(3, FdSockHeader.SUSPECT), timeout=3)[0]
+    assert sus.time - t0 >= 0.29 and list(sus.header(3).mbrs) == [b]
+    s.stop()
+    # a long sock_conn_timeout does not hold up stop(): the pinger gives up connecting at once
+    s2 = stacks(fd_sock(sock_conn_timeout=20000), b)
+    s2.connect()
+    _announce(s2, a, hanging_server)
+    s2.install_view([b, a])
+    time.sleep(0.3)
+    pinger = s2.prot._pinger.thread
+    assert pinger.is_alive()
+    t0 = time.monotonic()
+    s2.stop()
+    pinger.join(2)
+    assert not pinger.is_alive() and time.monotonic() - t0 < 1.0
+    assert not s2.tp.sent_where(is_type(3, FdSockHeader.SUSPECT))
 
 
 def test_fd_sock_retargets_on_view_change(stacks):
@@ -612,7 +659,7 @@ def test_fd_sock_stop_ends_threads_and_closes_sockets(stacks):
     (a, b), net, (sa, sb) = ring(stacks)
     sa.install_view([a, b])
     sb.install_view([a, b])
-    wait_until(lambda: connected(sa, b) and connected(sb, a), 3, msg="ring formed")
+    wait_until(lambda: ring_formed(sa, sb), 3, msg="ring formed")
     assert len(fd_sock_threads()) >= 6          # 2 acceptors, 2 pingers, 2 client handlers
     addrs_ = [s.prot.srv_sock_addr.sockaddr() for s in (sa, sb)]
     t0 = time.monotonic()

@@ -201,7 +201,9 @@ def test_loop_survives_a_failing_handler(net, caplog):
 
 def test_loop_stop_is_prompt_and_idempotent(net):
     rx = net.udp()
-    loop = net.loop(rx, Collector(), poll_ms=10000)
+    loop = net.loop(rx, Collector(), poll_ms=10000, name="prompt-stop")
+    assert loop.name == "prompt-stop" and loop.running
+    assert "prompt-stop" in [t.name for t in threading.enumerate()]
     time.sleep(0.05)
     t0 = time.monotonic()
     assert loop.stop() is True

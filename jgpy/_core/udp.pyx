@@ -473,6 +473,11 @@ cdef class DatagramLoop:
         return self._running
 
     @property
+    def name(self):
+        """The thread's name."""
+        return self._name
+
+    @property
     def stats(self):
         """Counters: datagrams, bytes, batches (handler calls), handler_errors, recv_errors, truncated."""
         return {"datagrams": self._st_datagrams, "bytes": self._st_bytes, "batches": self._st_batches,
@@ -966,6 +971,11 @@ cdef class Bundler:
     def running(self):
         """True while the sender thread runs."""
         return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def name(self):
+        """The sender thread's name."""
+        return self._name
 
     def __repr__(self):
         return f"<Bundler {self._name!r} dest={self._dest_repr} max_size={self._max_size} capacity={self._capacity}>"

@@ -230,7 +230,10 @@ class UDP(TP):
         if b is None:                     # bundling switched off or not connected: send the entry alone
             self.send_multicast_datagram(self.stack.dialect.list_prefix(None, self.local_addr, True) + entry + b"\x00")
             return
-        b.add(entry)
+        try:
+            b.add(entry)
+        except RuntimeError:              # the bundler was stopped under us: we are disconnecting
+            self.log.debug("%s: dropped a multicast sent while stopping", self.local_addr)
 
     def dump_stats(self) -> dict[str, Any]:
         d = super().dump_stats()

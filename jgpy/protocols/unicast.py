@@ -79,7 +79,7 @@ class UNICAST(Protocol):
         self._rl = RateLimitedLog(self.log)
         self.counters = dict.fromkeys(("msgs_sent", "msgs_received", "acks_sent", "acks_received", "xmits",
                                        "first_seqno_requests_sent", "first_seqno_requests_received",
-                                       "dropped_unknown_conn", "duplicates"), 0)
+                                       "dropped_unknown_conn", "dropped_bad_seqno", "duplicates"), 0)
 
     def start(self) -> None:
         self.started = True
@@ -180,7 +180,12 @@ class UNICAST(Protocol):
             if entry is None:
                 self.counters["dropped_unknown_conn"] += 1
             else:
-                result = entry.win.add(seq, msg)
+                try:
+                    result = entry.win.add(seq, msg)
+                except OverflowError as e:         # a seqno absurdly far ahead: a bogus message
+                    self.counters["dropped_bad_seqno"] += 1
+                    self._rl.warning("bad-seqno", "%s: dropped a unicast from %s: %s", self.local_addr, sender, e)
+                    return
                 ready, highest = entry.win.remove_many(self.max_msg_batch_size)
                 if result == 1 and msg.flags & OOB:
                     oob.append(msg)
@@ -211,7 +216,7 @@ class UNICAST(Protocol):
             entry = self.send_table.get(sender)
             lowest = entry.win.lowest() if entry is not None else None
         if lowest is None:
-            if entry is None:
+            if entry is None and self.started and not self.disconnected:
                 self._rl.error(f"no-sender-{sender}", "%s: sender window for %s not found", self.local_addr, sender)
             return
         _seq, msg = lowest

@@ -83,7 +83,7 @@ class NAKACK(Protocol):
         self.counters = dict.fromkeys(
             ("msgs_sent", "msgs_received", "msgs_delivered", "oob_delivered", "xmit_reqs_sent", "xmit_reqs_received",
              "xmit_rsps_sent", "xmit_rsps_received", "missing_msgs_received", "dropped_not_server",
-             "dropped_no_window", "dropped_duplicate", "xmit_not_found", "last_msg_xmits"), 0)
+             "dropped_no_window", "dropped_duplicate", "dropped_bad_seqno", "xmit_not_found", "last_msg_xmits"), 0)
 
     # ---- life cycle ----
 
@@ -205,7 +205,13 @@ class NAKACK(Protocol):
                                 stored.transient_flags |= OOB_DELIVERED
                                 oob_up.append(stored)
                         continue
-                    if win.add(seq, msg, now):
+                    try:
+                        added = win.add(seq, msg, now)
+                    except OverflowError as e:       # a seqno absurdly far ahead: a bogus message
+                        self.counters["dropped_bad_seqno"] += 1
+                        self._rl.warning("bad-seqno", "%s: dropped a message from %s: %s", me, sender, e)
+                        continue
+                    if added:
                         if msg.flags & OOB and not msg.transient_flags & OOB_DELIVERED:
                             msg.transient_flags |= OOB_DELIVERED
                             oob_up.append(msg)

@@ -43,6 +43,8 @@ public final class JgpyNode {
     private volatile byte[] providerState;
     private volatile boolean countOnly;
     private final AtomicLong received=new AtomicLong(), receivedBytes=new AtomicLong(), sent=new AtomicLong();
+    // System.nanoTime() of the first and last message received (count mode throughput), 0 if none
+    private volatile long firstRecvNs=0, lastRecvNs=0;
 
     private static final Object NO_REPLY=new Object();
 
@@ -134,7 +136,11 @@ public final class JgpyNode {
             case "connect": return connect(cmd);
             case "send":    return send(cmd);
             case "view":    return viewBody(requireChannel().getView());
-            case "stats":   return Json.obj("received", received.get(), "received_bytes", receivedBytes.get(), "sent", sent.get());
+            case "stats":   return Json.obj("received", received.get(), "received_bytes", receivedBytes.get(), "sent", sent.get(),
+                                        "first_recv_ns", firstRecvNs, "last_recv_ns", lastRecvNs);
+            case "reset_stats":
+                received.set(0); receivedBytes.set(0); sent.set(0); firstRecvNs=0; lastRecvNs=0;
+                return Json.obj();
             case "dump_stats": return protocolStats();
             case "set_state_provider":
                 providerState=Codec.toBytes(cmd.get("state"), "state");
@@ -255,6 +261,7 @@ public final class JgpyNode {
         // numbered: payload (bytes, or the String object) gets ":<n>" appended, n = start, start+1, ...
         boolean numbered=cmd.get("numbered") != null && Codec.toBool(cmd.get("numbered"), "numbered");
         long start=cmd.get("start") != null ? Codec.toLong(cmd.get("start"), "start") : 0;
+        long t0=System.nanoTime();
         for(long i=0; i < count; i++) {
             byte[] b=buf;
             Object o=obj;
@@ -277,7 +284,7 @@ public final class JgpyNode {
             ch.send(msg);
             sent.incrementAndGet();
         }
-        return Json.obj();
+        return Json.obj("seconds", (System.nanoTime() - t0) / 1e9);
     }
 
     /** JChannel.dumpStats(): protocol name -> {stat: value as a string or number}. */
@@ -328,7 +335,10 @@ public final class JgpyNode {
     final class Recv implements ExtendedReceiver {
         public void receive(Message msg) {
             try {
-                received.incrementAndGet();
+                long now=System.nanoTime();
+                if(received.incrementAndGet() == 1)
+                    firstRecvNs=now;
+                lastRecvNs=now;
                 receivedBytes.addAndGet(msg.getLength());
                 if(countOnly) return;
                 byte[] raw=msg.getRawBuffer();

@@ -1,0 +1,107 @@
+"""The channel API and the asyncio facade, on a jgpy-only cluster (the Java interop is tests/test_stack_interop.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+
+from jgpy import AsyncChannel, Channel, ChannelError, Message, Receiver
+from jgpy.headers import UnicastHeader
+from jgpy.testing.cluster import stock, wait_all
+from jgpy.testing.java import udp_props, unique_group
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def props():
+    return udp_props(*unique_group())
+
+
+class Rec(Receiver):
+    def __init__(self):
+        self.msgs, self.views, self.lock = [], [], threading.Lock()
+        self.threads = set()
+
+    def receive(self, msg):
+        with self.lock:
+            self.msgs.append(msg)
+            self.threads.add(threading.current_thread().name)
+
+    def view_accepted(self, view):
+        self.views.append(view)
+
+
+def test_channel_life_cycle_and_payloads(props):
+    cluster = f"ch-{uuid.uuid4().hex[:6]}"
+    ra, rb = Rec(), Rec()
+    with Channel("udp.xml", "A", props, ra) as a, Channel("udp.xml", "B", props, rb) as b:
+        with pytest.raises(ChannelError, match="not connected"):
+            a.send(None, b"early")
+        a.connect(cluster)
+        assert a.connect(cluster) is a                                  # idempotent
+        with pytest.raises(ChannelError, match="already connected"):
+            a.connect("other")
+        b.connect(cluster)
+        assert wait_all(lambda: len(a.view) == 2 and len(b.view) == 2, 10)
+        assert [str(m) for m in a.view.members] == ["A", "B"] and a.view == b.view
+        a.send(None, b"raw")
+        a.send(None, "java-string")                                      # travels as setObject(String)
+        a.send(b.address, bytearray(b"unicast"))
+        msg = Message(None, b"oob", None)
+        a.send(msg, oob=True)
+        with pytest.raises(ValueError, match="Latin-1"):
+            a.send(None, "snowman \u2603")
+        assert wait_all(lambda: len(rb.msgs) >= 4, 10)
+        got = {m.buffer for m in rb.msgs}
+        assert {b"raw", b"\x12java-string", b"unicast", b"oob"} <= got
+        jstr = next(m for m in rb.msgs if m.buffer.startswith(b"\x12"))
+        assert jstr.get_object() == "java-string"
+        uni = next(m for m in rb.msgs if m.buffer == b"unicast")
+        assert uni.dest == b.address and isinstance(uni.get_header(12), UnicastHeader)
+        assert all(t.startswith(("jgpy-deliver", "jgpy-oob")) for t in rb.threads)    # never a socket thread
+        b.disconnect()
+        assert wait_all(lambda: [str(m) for m in a.view.members] == ["A"], 10)
+        b.connect(cluster)                                               # reconnect works
+        assert wait_all(lambda: len(a.view) == 2, 10)
+    assert not a.is_open and not b.is_open
+    with pytest.raises(ChannelError, match="closed"):
+        a.connect(cluster)
+
+
+def test_asyncio_facade(props):
+    cluster = f"aio-{uuid.uuid4().hex[:6]}"
+
+    async def main():
+        async with AsyncChannel("udp.xml", "A", props) as a, AsyncChannel("udp.xml", "B", props) as b:
+            await a.connect(cluster)
+            await b.connect(cluster)
+            view = await b.next_view(10)
+            while len(view) < 2:
+                view = await b.next_view(10)
+            for i in range(100):
+                await a.send(None, b"m%d" % i)
+            got = []
+            async for msg in b:
+                got.append(msg.buffer)
+                if len(got) == 100:
+                    break
+            assert got == [b"m%d" % i for i in range(100)]
+            await b.disconnect()
+            return True
+
+    assert asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_stack_stats_and_threads_stop(props):
+    before = {t.name for t in threading.enumerate()}
+    ch = Channel(stock(), "S", props)
+    ch.connect(f"st-{uuid.uuid4().hex[:6]}")
+    stats = ch.dump_stats()
+    assert stats["UDP"]["msgs_sent"] >= 0 and "pbcast.NAKACK" in stats and stats["pbcast.GMS"]["role"] == "CoordGmsImpl"
+    ch.close()
+    assert wait_all(lambda: {t.name for t in threading.enumerate()} - before == set(), 10), \
+        {t.name for t in threading.enumerate()} - before
