@@ -160,10 +160,13 @@ def test_concurrent_start(cluster_factory, kinds):
 
 # ---- 5: 10 % loss on the jgpy side ----
 
-@pytest.mark.parametrize("kinds", ["JP", "PP"])
-def test_loss_and_retransmission(cluster_factory, kinds):
-    lossy = stock().insert("DISCARD", {"up": "0.1", "down": "0.1"}, after="UDP")
-    c = cluster_factory(kinds, jgpy_config=lossy)
+@pytest.mark.parametrize("kinds,mcast_xmit", [("JP", True), ("PP", True), ("PJ", False)])
+def test_loss_and_retransmission(cluster_factory, kinds, mcast_xmit):
+    """10 % loss both ways on the jgpy members; with use_mcast_xmit=false (tcp.xml's choice) retransmissions
+    travel as XMIT_RSP unicasts between Java and jgpy."""
+    base = stock() if mcast_xmit else stock().with_properties("pbcast.NAKACK", use_mcast_xmit="false")
+    lossy = base.insert("DISCARD", {"up": "0.1", "down": "0.1"}, after="UDP")
+    c = cluster_factory(kinds, config=base, jgpy_config=lossy)
     c.start()
     c.assert_agreement()
     exchange(c, N_MSGS, unicasts=1000, timeout=300)
@@ -173,6 +176,8 @@ def test_loss_and_retransmission(cluster_factory, kinds):
         assert st["DISCARD"]["num_up"] > 0 and st["DISCARD"]["num_down"] > 0
         assert st["pbcast.NAKACK"]["xmit_reqs_sent"] > 0 and st["pbcast.NAKACK"]["xmit_reqs_received"] > 0, st
         assert st["UNICAST"]["xmits"] > 0, st["UNICAST"]
+        if not mcast_xmit:
+            assert st["pbcast.NAKACK"]["xmit_rsps_received"] > 0, st["pbcast.NAKACK"]
     for m in c.members:
         if m.kind == "java":
             st = m.stats()

@@ -43,43 +43,12 @@ from jgpy.errors import ConfigError
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_str
 from jgpy.stack.protocol import Protocol
+from jgpy.stack.promise import Promise
 
 NORMAL_TERMINATION = 9
 ABNORMAL_TERMINATION = -1
 _POLL = 0.5          # seconds: the longest any blocking socket call waits before looking at the stop flag
 _JOIN = 2.0          # seconds: how long stop() waits for a thread
-
-
-class _Promise:
-    """Rendezvous for one result (``org.jgroups.util.Promise``); waits give up when ``stop`` is set."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._result = None
-        self._has = False
-
-    def reset(self) -> None:
-        with self._cond:
-            self._result = None
-            self._has = False
-
-    def set_result(self, result) -> None:
-        with self._cond:
-            self._result = result
-            self._has = True
-            self._cond.notify_all()
-
-    def get_result(self, timeout_ms: float, stop: threading.Event | None = None):
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        with self._cond:
-            while not self._has:
-                if stop is not None and stop.is_set():
-                    return None
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._cond.wait(min(left, 0.1))
-            return self._result
 
 
 class _PingConn:
@@ -242,8 +211,8 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
         self._pinger: _Pinger | None = None
         self._ping_conn: _PingConn | None = None
         self._sock_mutex = threading.Lock()
-        self._ping_addr_promise = _Promise()
-        self._get_cache_promise = _Promise()
+        self._ping_addr_promise = Promise()
+        self._get_cache_promise = Promise()
         self._srv_sock_sent = False
         self._got_cache_from_coord = False
         # broadcast task
@@ -370,7 +339,7 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
                 wanted = self.ping_dest is not None and hdr.mbr == self.ping_dest
             self.log.debug("%s: i-have-sock: %s --> %s", me, hdr.mbr, hdr.sock_addr)
             if wanted:
-                self._ping_addr_promise.set_result(hdr.sock_addr)
+                self._ping_addr_promise.set(hdr.sock_addr)
         elif t == FdSockHeader.GET_CACHE:
             with self._lock:
                 cache = dict(self.cache)
@@ -380,7 +349,7 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
         elif t == FdSockHeader.GET_CACHE_RSP:
             if hdr.cached_addrs is None:
                 return
-            self._get_cache_promise.set_result(dict(hdr.cached_addrs))
+            self._get_cache_promise.set(dict(hdr.cached_addrs))
 
     # ---- suspicion ----
 
@@ -464,7 +433,7 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
     # ---- server socket ----
 
     def _bind_host(self) -> str:
-        from jgpy.protocols.udp import resolve_bind_addr
+        from jgpy.stack.netutil import resolve_bind_addr
         spec = self.bind_addr if self.bind_addr is not None else self._config_bind_addr
         return resolve_bind_addr(spec)
 
@@ -563,8 +532,8 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
             p, self._pinger = self._pinger, None
             if p is not None:
                 p.stop.set()
-            self._ping_addr_promise.set_result(None)
-            self._get_cache_promise.set_result(None)
+            self._ping_addr_promise.set(None)
+            self._get_cache_promise.set(None)
             self._send_ping_signal(NORMAL_TERMINATION)
             self._teardown_ping_socket(regular=True)
             if p is not None and p.thread is not threading.current_thread():
@@ -742,7 +711,7 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
                 msg = Message(coord, None, None, Message.OOB)
                 msg.put_header(self.id, FdSockHeader(FdSockHeader.GET_CACHE))
                 self.down_prot.down_msg(msg)
-                result = self._get_cache_promise.get_result(self.get_cache_timeout, stop)
+                result = self._get_cache_promise.get(self.get_cache_timeout, reset=False, stop=stop)
                 if result is not None:
                     with self._lock:
                         self.cache.update(result)
@@ -765,7 +734,7 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
             msg = Message(dest, None, None, Message.OOB)
             msg.put_header(self.id, FdSockHeader(FdSockHeader.WHO_HAS_SOCK, mbr=mbr))
             self.down_prot.down_msg(msg)
-            ret = self._ping_addr_promise.get_result(500, stop)
+            ret = self._ping_addr_promise.get(500, reset=False, stop=stop)
             if ret is not None or stop.is_set():
                 return ret
         return None

@@ -18,35 +18,11 @@ from jgpy._core.address import IpAddress
 from jgpy._core.udp import Bundler, DatagramLoop
 from jgpy.errors import ConfigError
 from jgpy.protocols.tp import TP
+from jgpy.stack.events import Event, EventType
+from jgpy.stack.netutil import resolve_bind_addr
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_size, to_str
 
 IP_TOS = getattr(socket, "IP_TOS", 1)
-
-
-def resolve_bind_addr(spec: str | None) -> str:
-    """``bind_addr`` to a numeric address: an IP, a host name, or JGroups' LOOPBACK/SITE_LOCAL/... keywords."""
-    if spec is None or spec.upper() in ("", "NON_LOOPBACK", "SITE_LOCAL", "GLOBAL", "LINK_LOCAL"):
-        try:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            try:
-                s.connect(("192.0.2.1", 9))         # TEST-NET: no packet is sent, only a route lookup
-                addr = s.getsockname()[0]
-            finally:
-                s.close()
-            if not addr.startswith("127."):
-                return addr
-        except OSError:
-            pass
-        return "127.0.0.1"
-    if spec.upper() == "LOOPBACK":
-        return "127.0.0.1"
-    try:
-        return str(ipaddress.ip_address(spec.split("%")[0]))
-    except ValueError:
-        try:
-            return socket.getaddrinfo(spec, None, socket.AF_INET)[0][4][0]
-        except socket.gaierror as e:
-            raise ConfigError(f"bind_addr {spec!r} cannot be resolved: {e}") from None
 
 
 class UDP(TP):
@@ -109,6 +85,8 @@ class UDP(TP):
         ]
         for loop in self._loops:
             loop.start()
+        # as Java's TP: tell the protocols above which interface the transport uses (FD_SOCK binds there too)
+        self.up_prot.up(Event(EventType.CONFIG, {"bind_addr": bind}))
 
     def _set_buffers(self, sock: socket.socket, which: str, snd: int, rcv: int) -> None:
         for opt, size, label in ((socket.SO_SNDBUF, snd, "send"), (socket.SO_RCVBUF, rcv, "receive")):

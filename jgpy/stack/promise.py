@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 
@@ -21,10 +22,18 @@ class Promise:
     def has_result(self) -> bool:
         return self._has
 
-    def get(self, timeout_ms: float, reset: bool = True) -> Any:
-        """The result, waiting up to ``timeout_ms``; None on timeout. Clears it unless ``reset`` is False."""
+    def get(self, timeout_ms: float, reset: bool = True, stop: threading.Event | None = None) -> Any:
+        """The result, waiting up to ``timeout_ms`` (giving up early once ``stop`` is set); None on timeout.
+        Clears it unless ``reset`` is False."""
+        deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms is not None else None
         with self._cond:
-            self._cond.wait_for(lambda: self._has, timeout_ms / 1000.0 if timeout_ms is not None else None)
+            while not self._has:
+                if stop is not None and stop.is_set():
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._cond.wait(0.1 if stop is not None and (left is None or left > 0.1) else left)
             value = self._result if self._has else None
             if reset:
                 self._has = False
