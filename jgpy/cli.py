@@ -138,6 +138,12 @@ def cmd_perf(args: argparse.Namespace) -> int:
     return perf.main(args)
 
 
+def cmd_node(args: argparse.Namespace) -> int:
+    from jgpy.testing.node import main as node_main
+
+    return node_main()
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from jgpy.demo import run_demo
 
@@ -172,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     from jgpy.tools.perf import add_arguments
     add_arguments(s)
     s.set_defaults(func=cmd_perf)
+
+    s = sub.add_parser("node", help="a member driven by JSON lines on stdin (the test harness protocol)")
+    s.set_defaults(func=cmd_node)
 
     s = sub.add_parser("demo", help="run the demo cluster on loopback")
     s.add_argument("--messages", type=int, default=int(os.environ.get("JGPY_DEMO_MESSAGES", "3000")),

@@ -40,6 +40,10 @@ PROTOCOLS: dict[str, str] = {
     "FRAG2": "jgpy.protocols.frag2:FRAG2",
     "pbcast.STATE_TRANSFER": "jgpy.protocols.pbcast.state_transfer:STATE_TRANSFER",
     "DISCARD": "jgpy.protocols.discard:DISCARD",
+    "FD": "jgpy.protocols.fd:FD",
+    "FC": "jgpy.protocols.fc:FC",
+    "FRAG": "jgpy.protocols.frag:FRAG",
+    "pbcast.STREAMING_STATE_TRANSFER": "jgpy.protocols.pbcast.streaming_state_transfer:STREAMING_STATE_TRANSFER",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}

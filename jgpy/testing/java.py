@@ -16,6 +16,7 @@ import queue
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -32,7 +33,7 @@ MAIN_CLASS = "org.jgpy.interop.JgpyNode"
 INSTALL_HINT = ("install the Java peer with: sudo apt-get install -y default-jdk-headless libjgroups-java "
                 "(or run `make test`, which does it when run as root)")
 
-_live_nodes: "weakref.WeakSet[JavaNode]" = weakref.WeakSet()
+_live_nodes: "weakref.WeakSet[HarnessNode]" = weakref.WeakSet()
 _compile_lock = threading.Lock()
 
 
@@ -96,36 +97,36 @@ def udp_props(mcast_addr: str, mcast_port: int) -> dict[str, str]:
             "jgroups.udp.ip_ttl": "0", "jgroups.bind_addr": "127.0.0.1"}
 
 
-class JavaNode:
-    """One JVM running the interop harness.
+class HarnessNode:
+    """A member process driven by JSON lines (``interop/PROTOCOL.md``): Java (:class:`JavaNode`) or jgpy
+    (:class:`PyNode`). Always reaped: use it as a context manager or call :meth:`close`."""
 
-    >>> with JavaNode(name="J1") as j:
-    ...     j.connect("udp.xml", "cluster-x", props=udp_props(*unique_group()))
-    """
+    KIND = "?"
 
-    def __init__(self, name: str | None = None, jvm_args: tuple[str, ...] = (), start_timeout: float = 30.0,
-                 extra_classpath: tuple[str, ...] = ()):
-        reason = java_unavailable_reason()
-        if reason:
-            raise JavaError(reason)
+    def __init__(self, name: str | None = None, start_timeout: float = 30.0):
         self.name = name
         self._ids = itertools.count(1)
         self._replies: dict[int, "queue.Queue[dict]"] = {}
         self._lock = threading.Lock()
         self.events: "queue.Queue[dict]" = queue.Queue()
-        self._log = tempfile.NamedTemporaryFile(prefix=f"jgpy-java-{name or 'node'}-", suffix=".log", delete=False)
-        cp = os.pathsep.join([str(interop_classes_dir()), str(JGROUPS_JAR), *extra_classpath])
-        cmd = ["java", "-Djava.net.preferIPv4Stack=true", "-Djgroups.bind_addr=127.0.0.1",
-               "-Xss512k", *jvm_args, "-cp", cp, MAIN_CLASS]
+        self._log = tempfile.NamedTemporaryFile(prefix=f"jgpy-{self.KIND}-{name or 'node'}-", suffix=".log",
+                                                delete=False)
         # buffered pipes: the reader thread must get whole lines per system call (a byte-wise reader is
         # starved by GIL contention on a loaded machine); commands are flushed explicitly
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     env=self.environment())
         _live_nodes.add(self)
-        self._reader = threading.Thread(target=self._read_loop, name=f"java-node-{name}", daemon=True)
+        self._reader = threading.Thread(target=self._read_loop, name=f"{self.KIND}-node-{name}", daemon=True)
         self._reader.start()
         self.ready = self.wait_event(lambda e: e.get("event") == "ready", start_timeout)
         self.address = None
         self.physical = None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str] | None:
+        return None
 
     # ---- plumbing ----
 
@@ -301,14 +302,59 @@ class JavaNode:
         except OSError:
             pass
 
-    def __enter__(self) -> "JavaNode":
+    def __enter__(self) -> "HarnessNode":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"JavaNode({self.name!r}, pid={self.proc.pid})"
+        return f"{type(self).__name__}({self.name!r}, pid={self.proc.pid})"
+
+
+class JavaNode(HarnessNode):
+    """One JVM running the interop harness against Debian's jgroups.jar.
+
+    >>> with JavaNode(name="J1") as j:
+    ...     j.connect("udp.xml", "cluster-x", props=udp_props(*unique_group()))
+    """
+
+    KIND = "java"
+
+    def __init__(self, name: str | None = None, jvm_args: tuple[str, ...] = (), start_timeout: float = 30.0,
+                 extra_classpath: tuple[str, ...] = ()):
+        reason = java_unavailable_reason()
+        if reason:
+            raise JavaError(reason)
+        self.jvm_args = jvm_args
+        self.extra_classpath = extra_classpath
+        super().__init__(name, start_timeout)
+
+    def command(self) -> list[str]:
+        cp = os.pathsep.join([str(interop_classes_dir()), str(JGROUPS_JAR), *self.extra_classpath])
+        return ["java", "-Djava.net.preferIPv4Stack=true", "-Djgroups.bind_addr=127.0.0.1", "-Xss512k",
+                *self.jvm_args, "-cp", cp, MAIN_CLASS]
+
+
+class PyNode(HarnessNode):
+    """A jgpy member in its own process (``python -m jgpy node``), driven like a :class:`JavaNode`."""
+
+    KIND = "jgpy"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "jgpy", "node"]
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        root = str(REPO_ROOT)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
+    def kill(self) -> None:
+        """SIGKILL: a crash without any goodbye."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
 
 
 @atexit.register

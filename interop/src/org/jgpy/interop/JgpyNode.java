@@ -42,6 +42,7 @@ public final class JgpyNode {
     private JChannel channel;
     private volatile byte[] providerState;
     private volatile boolean countOnly;
+    private volatile long receiveSleepMs;      // a slow receiver: sleep this long in receive() per message
     private final AtomicLong received=new AtomicLong(), receivedBytes=new AtomicLong(), sent=new AtomicLong();
     // System.nanoTime() of the first and last message received (count mode throughput), 0 if none
     private volatile long firstRecvNs=0, lastRecvNs=0;
@@ -142,6 +143,7 @@ public final class JgpyNode {
                 received.set(0); receivedBytes.set(0); sent.set(0); firstRecvNs=0; lastRecvNs=0;
                 return Json.obj();
             case "dump_stats": return protocolStats();
+            case "discard": return discard(cmd);
             case "set_state_provider":
                 providerState=Codec.toBytes(cmd.get("state"), "state");
                 return Json.obj();
@@ -212,6 +214,7 @@ public final class JgpyNode {
         if(!mode.equals("events") && !mode.equals("count"))
             throw new IllegalArgumentException("receive must be \"events\" or \"count\"");
         countOnly=mode.equals("count");
+        receiveSleepMs=cmd.get("receive_sleep_ms") != null ? Codec.toLong(cmd.get("receive_sleep_ms"), "receive_sleep_ms") : 0;
 
         JChannel ch=new JChannel(config);
         if(name != null) ch.setName(name);
@@ -239,6 +242,8 @@ public final class JgpyNode {
             if(v != null)
                 for(Address a: v.getMembers())
                     if(n.equals(UUID.get(a))) return a;
+            for(Map.Entry<Address,String> e: UUID.getContents().entrySet())   // e.g. a member of another partition
+                if(n.equals(e.getValue())) return e.getKey();
             throw new IllegalArgumentException("no member named '" + n + "' in the current view " + v);
         }
         return Codec.buildAddress(dest);
@@ -285,6 +290,23 @@ public final class JgpyNode {
             sent.incrementAndGet();
         }
         return Json.obj("seconds", (System.nanoTime() - t0) / 1e9);
+    }
+
+    /** Controls the DISCARD protocol of our stack (it must be in the config): partitions and loss. */
+    Map<String,Object> discard(Map<String,Object> cmd) throws Exception {
+        JChannel ch=requireChannel();
+        org.jgroups.protocols.DISCARD d=(org.jgroups.protocols.DISCARD)ch.getProtocolStack()
+          .findProtocol(org.jgroups.protocols.DISCARD.class);
+        if(d == null) throw new IllegalStateException("no DISCARD protocol in the stack: add it to the config");
+        if(cmd.containsKey("ignore")) {
+            d.resetIgnoredMembers();
+            for(Object o: Codec.toList(cmd.get("ignore"), "ignore"))
+                d.addIgnoreMember(resolve(o));
+        }
+        if(cmd.get("discard_all") != null) d.setDiscardAll(Codec.toBool(cmd.get("discard_all"), "discard_all"));
+        if(cmd.get("up") != null) d.setUpDiscardRate(((Number)cmd.get("up")).doubleValue());
+        if(cmd.get("down") != null) d.setDownDiscardRate(((Number)cmd.get("down")).doubleValue());
+        return Json.obj();
     }
 
     /** JChannel.dumpStats(): protocol name -> {stat: value as a string or number}. */
@@ -340,6 +362,7 @@ public final class JgpyNode {
                     firstRecvNs=now;
                 lastRecvNs=now;
                 receivedBytes.addAndGet(msg.getLength());
+                if(receiveSleepMs > 0) Thread.sleep(receiveSleepMs);
                 if(countOnly) return;
                 byte[] raw=msg.getRawBuffer();
                 Address src=msg.getSrc();
