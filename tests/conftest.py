@@ -54,3 +54,37 @@ def udp_group():
     """A private multicast group and cluster name: (props for the jar's udp.xml, cluster name, (addr, port))."""
     addr, port = unique_group()
     return udp_props(addr, port), f"jgpy-{uuid.uuid4().hex[:10]}", (addr, port)
+
+
+# ---- measured figures (suspicion-to-view times, merge times, peak RSS ...) --------------------------
+# Tests that measure something record it with the ``figures`` fixture; the figures are printed in the
+# terminal summary and written to build/test-figures.json, so a run's numbers can be quoted as taken.
+
+_FIGURES: list[tuple[str, str, float, str]] = []
+
+
+@pytest.fixture
+def figures(request):
+    """``figures(name, value, unit="")``: record a measured figure for this test."""
+    def record(name: str, value: float, unit: str = "") -> None:
+        _FIGURES.append((request.node.nodeid, name, float(value), unit))
+    return record
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FIGURES:
+        return
+    import json
+    from pathlib import Path
+
+    tr = terminalreporter
+    tr.section("measured figures")
+    for nodeid, name, value, unit in _FIGURES:
+        tr.write_line(f"{nodeid.split('::', 1)[-1]}: {name} = {value:.6g} {unit}".rstrip())
+    out = Path(__file__).resolve().parents[1] / "build" / "test-figures.json"
+    try:
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps([{"test": n, "name": k, "value": v, "unit": u} for n, k, v, u in _FIGURES],
+                                  indent=1))
+    except OSError:
+        pass
