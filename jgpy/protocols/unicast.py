@@ -260,4 +260,5 @@ class UNICAST(Protocol):
         with self._lock:
             d["unacked"] = sum(e.win.size for e in self.send_table.values())
             d["in_recv_windows"] = sum(r.win.size for r in self.recv_table.values())
+            d["connections"] = sorted({str(a) for a in self.send_table} | {str(a) for a in self.recv_table})
         return d

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from jgpy import Channel, Receiver
 from jgpy._core.jg212 import object_from_buffer
 from jgpy.stack.config import StackConfig, load_config
-from jgpy.testing.java import JavaNode
+from jgpy.testing.java import JavaNode, PyNode
 from jgpy.testing.javajson import from_json
 
 _NUMBERED = re.compile(rb"^(.*):(\d+)$", re.S)
@@ -161,10 +161,11 @@ class JgpyMember:
 
 class JavaMember:
     kind = "java"
+    node_class: type = JavaNode
 
     def __init__(self, name: str, config: str | StackConfig, props: dict[str, str]):
         self.name = name
-        self.node = JavaNode(name=name)
+        self.node = self.node_class(name=name)
         self.props = props
         self.received = Received()
         self._config_file = None
@@ -240,6 +241,13 @@ class JavaMember:
     def stats(self) -> dict:
         return self.node.protocol_stats()
 
+    def kill(self) -> float:
+        """``kill -9`` the member's process; returns the monotonic time of the kill."""
+        t = time.monotonic()
+        self.node.proc.kill()
+        self.node.proc.wait(timeout=10)
+        return t
+
     def disconnect(self) -> None:
         self.node.call("disconnect", timeout=60)
 
@@ -253,8 +261,18 @@ class JavaMember:
                 pass
 
 
+class ProcMember(JavaMember):
+    """A jgpy member in its own process (``python -m jgpy node``), driven like a :class:`JavaMember`, so
+    that it can be killed (crash tests) and its memory measured on its own."""
+
+    kind = "jgpy"
+    node_class = PyNode
+
+
 def make_member(kind: str, name: str, config: str | StackConfig, props: dict[str, str]):
-    return (JavaMember if kind in ("J", "java") else JgpyMember)(name, config, props)
+    """``J``: Java process, ``P``: jgpy in this process, ``p``: jgpy in its own process."""
+    cls = JavaMember if kind in ("J", "java") else ProcMember if kind == "p" else JgpyMember
+    return cls(name, config, props)
 
 
 def wait_all(pred: Callable[[], bool], timeout: float) -> bool:

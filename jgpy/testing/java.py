@@ -148,6 +148,7 @@ class HarnessNode:
                 if q is not None:
                     q.put(obj)
             else:
+                obj["_t"] = time.monotonic()        # arrival time (crash tests time views from it)
                 self.events.put(obj)
         self.events.put({"event": "_eof"})
 

@@ -1,0 +1,230 @@
+"""Crashes (``kill -9``) in mixed Java/jgpy and jgpy-only clusters, per failure detector (issue 4, item 1).
+
+Every member runs in its own process (Java: ``JavaNode``; jgpy: ``python -m jgpy node``), so a member is
+killed with SIGKILL: no LEAVE, no FD_SOCK goodbye. A cluster of four is started, then two members are
+killed one after the other (a member, then the coordinator, so that both a participant and a coordinator
+crash, under a coordinator of each kind). After each kill every survivor must install the same view without
+the victim; the time from the kill to that view is recorded per survivor (``figures``), traffic among the
+survivors (multicast and unicast, sent right from the kill on) must be FIFO-complete, and the dead member
+must be gone from the survivors' retransmission tables, unicast connections and detector state.
+
+Detectors: the jar's udp.xml with only FD_SOCK, with only FD_ALL (interval/timeout lowered to 500/2000 ms
+to keep the test short; stock: 3000/10000), and unchanged (FD_SOCK and FD_ALL). The discovery timeout is
+the stock 2000 ms; VERIFY_SUSPECT's 1500 ms is part of every suspicion-to-view time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from jgpy.testing.cluster import Received, check_fifo, make_member, stock, wait_all
+from jgpy.testing.java import udp_props, unique_group
+from tests.conftest import require_java
+
+pytestmark = pytest.mark.timeout(240)
+
+FD_ALL_INTERVAL, FD_ALL_TIMEOUT = 500, 2000
+VERIFY_TIMEOUT = 1500
+
+
+def detector_config(detector: str):
+    """The jar's udp.xml keeping only the given failure detector(s)."""
+    cfg = stock()
+    if detector == "FD_SOCK":
+        return cfg.remove("FD_ALL")
+    if detector == "FD_ALL":
+        return cfg.remove("FD_SOCK").with_properties("FD_ALL", interval=FD_ALL_INTERVAL, timeout=FD_ALL_TIMEOUT)
+    assert detector == "FD_SOCK+FD_ALL"
+    return cfg
+
+
+def detection_bound(detector: str) -> float:
+    """Generous upper bound (s) of kill-to-view: detection + VERIFY_SUSPECT + view installation, with slack
+    for a loaded 2-core machine."""
+    detect = 1.0 if detector.startswith("FD_SOCK") else (FD_ALL_TIMEOUT + 2 * FD_ALL_INTERVAL) / 1000
+    return detect + VERIFY_TIMEOUT / 1000 + 12.0
+
+
+class CrashCluster:
+    """Members named by kind and rank: ``J1`` (Java), ``p1`` (jgpy process)."""
+
+    def __init__(self, kinds: str, config):
+        addr, port = unique_group()
+        self.props = udp_props(addr, port)
+        self.cluster = f"crash-{uuid.uuid4().hex[:8]}"
+        self.members = []
+        counts: dict[str, int] = {}
+        try:
+            for k in kinds:
+                counts[k] = counts.get(k, 0) + 1
+                self.members.append(make_member(k, f"{k}{counts[k]}", config, self.props))
+        except BaseException:
+            self.close()
+            raise
+        self.alive = list(self.members)
+
+    def by_name(self, name: str):
+        return next(m for m in self.members if m.name == name)
+
+    def start(self) -> None:
+        """Members join one after the other, so the view order (and who takes over) is known."""
+        for m in self.members:
+            m.connect(self.cluster)
+        self.assert_agreement([m.name for m in self.members], timeout=45)
+        assert self.members[0].view_names() == [m.name for m in self.members]
+
+    def assert_agreement(self, names: list[str], timeout: float = 30.0) -> list[str]:
+        """All live members install the same view (same id, same order) with exactly ``names``."""
+        ok = wait_all(lambda: len({(tuple(m.view_names()), m.view_id()) for m in self.alive}) == 1
+                      and sorted(self.alive[0].view_names()) == sorted(names), timeout)
+        views = {m.name: (m.view_id(), m.view_names()) for m in self.alive}
+        assert ok, f"members disagree on the view (expected members {names}): {views}"
+        return self.alive[0].view_names()
+
+    def close(self) -> None:
+        for m in reversed(self.members):
+            try:
+                m.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+@pytest.fixture
+def crash_clusters():
+    require_java()
+    made: list[CrashCluster] = []
+
+    def make(kinds: str, config) -> CrashCluster:
+        c = CrashCluster(kinds, config)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        c.close()
+
+
+def start_traffic(members, n: int, unicasts: int) -> tuple[list[threading.Thread], list]:
+    """Every member multicasts ``n`` numbered messages and sends ``unicasts`` to the next one (background)."""
+    errors: list = []
+
+    def send(m, i):
+        try:
+            m.send_numbered(n)
+            if unicasts:
+                m.send_numbered(unicasts, dest_name=members[(i + 1) % len(members)].name)
+        except Exception as e:  # noqa: BLE001
+            errors.append((m.name, repr(e)))
+    threads = [threading.Thread(target=send, args=(m, i), daemon=True) for i, m in enumerate(members)]
+    for t in threads:
+        t.start()
+    return threads, errors
+
+
+def check_traffic(members, threads, errors, n: int, unicasts: int, timeout: float = 90.0) -> None:
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a sender did not finish"
+    assert not errors, errors
+    for m in members:
+        assert m.wait_received(n * len(members), timeout=timeout), \
+            f"{m.name} received {m.received.count()} of {n * len(members)} multicasts: {m.received.by_sender.keys()}"
+        if unicasts:
+            assert m.wait_received(unicasts, unicast=True, timeout=timeout)
+    for i, m in enumerate(members):
+        problems = check_fifo(m.received.by_sender, {x.name: n for x in members})
+        assert not problems, f"{m.name} (multicast): {problems}"
+        if unicasts:
+            prev = members[(i - 1) % len(members)].name
+            problems = check_fifo(m.received.unicast_by_sender, {prev: unicasts})
+            assert not problems, f"{m.name} (unicast): {problems}"
+
+
+def reset_received(members) -> None:
+    for m in members:
+        m._pump()
+        views = m.received.views
+        m.received = Received()
+        m.received.views = views
+
+
+def view_time_after(member, t0: float, victim: str) -> float | None:
+    """Seconds from ``t0`` to the first view event of ``member`` without ``victim`` (None: not seen)."""
+    member._pump()
+    for ev in member.received.views:
+        if ev.get("_t", 0) >= t0 and victim not in (ev.get("names") or []):
+            return ev["_t"] - t0
+    return None
+
+
+def assert_cleaned(member, victim: str) -> None:
+    """The dead member is gone from retransmission tables, connections and failure detector state."""
+    st = member.stats()
+    if member.kind == "jgpy":
+        assert victim not in st["pbcast.NAKACK"]["windows"], st["pbcast.NAKACK"]["windows"]
+        assert victim not in st["UNICAST"]["connections"], st["UNICAST"]["connections"]
+        if "FD_SOCK" in st:
+            fd = st["FD_SOCK"]
+            assert victim not in fd["members"] and victim not in fd["pingable_mbrs"] and victim not in fd["cache"], fd
+            assert fd["ping_dest"] != victim, fd
+        if "FD_ALL" in st:
+            assert victim not in st["FD_ALL"]["members"], st["FD_ALL"]
+        assert victim not in st["pbcast.GMS"]["view"], st["pbcast.GMS"]
+    else:
+        rows = str(st["NAKACK"]["msgs"]).splitlines()[1:]          # first line: the member itself
+        assert not any(r.startswith(f"{victim}: ") for r in rows), rows
+        assert victim not in str(st["UNICAST"].get("unacked_msgs", "")), st["UNICAST"]
+
+
+def kill_and_check(c: CrashCluster, victim_name: str, detector: str, figures, n: int = 200,
+                   unicasts: int = 50) -> None:
+    victim = c.by_name(victim_name)
+    before = c.alive[0].view_names()
+    role = "coordinator" if before[0] == victim_name else "member"
+    survivors = [m for m in c.alive if m is not victim]
+    reset_received(survivors)
+    t0 = victim.kill()
+    c.alive = survivors
+    # the survivors keep sending from the kill on: delivery goes on across the view change
+    threads, errors = start_traffic(survivors, n, unicasts)
+    expected = [x for x in before if x != victim_name]
+    bound = detection_bound(detector)
+    c.assert_agreement(expected, timeout=bound + 10)
+    after = survivors[0].view_names()
+    assert after == expected, f"view order changed: {before} -> {after}"
+    coord_kind = "java" if after[0].startswith("J") else "jgpy"
+    for m in survivors:
+        dt = view_time_after(m, t0, victim_name)
+        assert dt is not None, f"{m.name} has no view event without {victim_name}: {m.received.views}"
+        figures(f"{detector}: kill -9 {victim.kind} {role} {victim_name} -> view at {m.kind} {m.name} "
+                f"(new coordinator {coord_kind})", dt, "s")
+        assert dt <= bound, f"{m.name} took {dt:.2f}s (> {bound:.1f}s) to exclude {victim_name}"
+    check_traffic(survivors, threads, errors, n, unicasts)
+    for m in survivors:
+        assert_cleaned(m, victim_name)
+
+
+DETECTORS = ["FD_SOCK", "FD_ALL", "FD_SOCK+FD_ALL"]
+
+
+@pytest.mark.parametrize("detector", DETECTORS)
+@pytest.mark.parametrize("kinds,victims", [
+    ("JpJp", ["p2", "J1"]),      # a jgpy member under a Java coordinator, then the Java coordinator (p1 takes over)
+    ("pJpJ", ["J2", "p1"]),      # a Java member under a jgpy coordinator, then the jgpy coordinator (J1 takes over)
+], ids=["java-coord", "jgpy-coord"])
+def test_kill_member_then_coordinator_mixed(crash_clusters, figures, detector, kinds, victims):
+    c = crash_clusters(kinds, detector_config(detector))
+    c.start()
+    for v in victims:
+        kill_and_check(c, v, detector, figures)
+
+
+@pytest.mark.parametrize("detector", DETECTORS)
+def test_kill_member_then_coordinator_jgpy_only(crash_clusters, figures, detector):
+    c = crash_clusters("pppp", detector_config(detector))
+    c.start()
+    for v in ("p3", "p1"):
+        kill_and_check(c, v, detector, figures)
