@@ -19,7 +19,7 @@ import logging
 import random
 import socket
 import threading
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from jgpy._core.address import UUID, set_logical_name
 from jgpy._core.message import Message
@@ -85,6 +85,8 @@ class Channel(Protocol):
         self.view = None
         self.address: UUID | None = None
         self.cluster_name: str | None = None
+        #: called on connect for this member's address (JChannel.setAddressGenerator); default: a random UUID
+        self.address_generator: Callable[[], UUID] | None = None
         self._state = "open"
         self._lock = threading.RLock()
         self.stack = ProtocolStack(config, self, props)
@@ -110,7 +112,7 @@ class Channel(Protocol):
                     raise ChannelError(f"already connected to {self.cluster_name!r}; disconnect first")
                 return self
             self.cluster_name = cluster_name
-            self.address = UUID.random()
+            self.address = self.address_generator() if self.address_generator is not None else UUID.random()
             set_logical_name(self.address, self.name or generate_name())
             if self.name is None:
                 self.name = str(self.address)

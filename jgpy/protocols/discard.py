@@ -1,9 +1,10 @@
 """DISCARD: drop messages on purpose, for tests (``org.jgroups.protocols.DISCARD``).
 
 ``up``/``down`` are loss probabilities (0..1) for received/sent messages (excluding our own unless
-``excludeItself=false``); ``discard_all`` drops everything received from others; messages from
-``ignored`` members are always dropped (partitions). Counters say how much was dropped. Place it right
-above the transport.
+``excludeItself=false``); ``discard_all`` drops everything received from others and sends nothing to the
+network (our own multicasts and unicasts to ourselves are still looped back, as in Java); messages from
+``ignored`` members are always dropped (partitions). As in Java, a view change forgets ignored members that
+are not in the new view. Counters say how much was dropped. Place it right above the transport.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import threading
 from typing import Any
 
 from jgpy.stack.properties import Property, to_bool, to_float, to_int
+from jgpy.stack.events import EventType
 from jgpy.stack.protocol import Protocol
 
 
@@ -57,7 +59,23 @@ class DISCARD(Protocol):
         if keep:
             self.up_prot.up_batch(keep)
 
+    def down(self, evt) -> Any:
+        if evt.type == EventType.VIEW_CHANGE:
+            members = set(evt.arg.members or ())
+            with self._lock:
+                self.ignored = {m for m in self.ignored if m in members}
+        return self.down_prot.down(evt)
+
     def down_msg(self, msg) -> Any:
+        if self.discard_all:
+            dest, me = msg.dest, self.local_addr
+            if dest is None or dest == me:
+                copy = msg.copy()
+                if copy.src is None:
+                    copy.src = me
+                self.up_prot.up_batch([copy])
+            self.num_down += 1
+            return None
         rate = self.down_loss
         if msg.dest is None and self.drop_down_multicasts > 0:
             self.drop_down_multicasts -= 1

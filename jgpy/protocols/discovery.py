@@ -191,7 +191,7 @@ class Discovery(Protocol):
                 return
             if hdr.view_id is not None:
                 my_vid = self.view.vid if self.view is not None else None
-                if my_vid is not None and my_vid.java_equals(hdr.view_id):   # Util.sameViewId: same id
+                if my_vid is not None and my_vid == hdr.view_id:   # Util.sameViewId: same id and coordinator
                     return
             physical = None if hdr.view_id is not None else \
                 [self.down_prot.down(Event(EventType.GET_PHYSICAL_ADDRESS, self.local_addr))]

@@ -179,8 +179,9 @@ class JavaMember:
             self.config = config
         self._view: dict | None = None
 
-    def connect(self, cluster: str) -> None:
-        rep = self.node.connect(self.config, cluster, self.props)
+    def connect(self, cluster: str, **extra: Any) -> None:
+        """``extra``: more ``connect`` arguments of the harness (e.g. ``receive_sleep_ms``, ``address``)."""
+        rep = self.node.connect(self.config, cluster, self.props, **extra)
         self._view = rep.get("view")
 
     def _pump(self, timeout: float = 0.0) -> None:

@@ -225,9 +225,9 @@ class HarnessNode:
     # ---- commands ----
 
     def connect(self, config: str, cluster: str, props: dict[str, str] | None = None, receive: str = "events",
-                timeout: float = 60.0) -> dict:
+                timeout: float = 60.0, **extra: Any) -> dict:
         rep = self.call("connect", timeout=timeout, config=config, cluster=cluster, name=self.name,
-                        props=props or {}, receive=receive)
+                        props=props or {}, receive=receive, **extra)
         self.address = rep.get("address")
         self.physical = rep.get("physical")
         return rep

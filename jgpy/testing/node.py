@@ -35,6 +35,7 @@ class Node:
         self.first_ns = 0
         self.last_ns = 0
         self.state_provider: bytes | None = None
+        self.partition: list = []          # members ignored for good (discard keep=true)
 
     def emit(self, obj: dict) -> None:
         line = json.dumps(obj, allow_nan=False)
@@ -66,6 +67,8 @@ class Node:
                            "headers": [[pid, type(h).__name__, repr(h)] for pid, h in msg.headers]})
 
             def view_accepted(self, view):
+                if node.partition:                 # keep a partition across views (DISCARD forgets non-members)
+                    node.channel.stack.find("DISCARD").set_ignored(node.partition)
                 node.emit({"event": "view", **node._view_body(view)})
 
             def suspect(self, addr):
@@ -123,6 +126,9 @@ class Node:
         self.sleep_ms = int(c.get("receive_sleep_ms") or 0)
         config = c["config"]
         self.channel = Channel(config, c.get("name"), c.get("props") or {}, self._receiver())
+        if c.get("address") is not None:             # a chosen address (e.g. to decide who leads a merge)
+            fixed = from_json(c["address"])
+            self.channel.address_generator = lambda: fixed
         self.channel.connect(c["cluster"])
         ch = self.channel
         physical = ch.stack.transport.physical_addr
@@ -181,7 +187,9 @@ class Node:
         if d is None:
             raise RuntimeError("no DISCARD protocol in the stack: add it to the config")
         if "ignore" in c:
-            d.set_ignored([self._resolve(x) for x in c["ignore"]])
+            ignored = [self._resolve(x) for x in c["ignore"]]
+            d.set_ignored(ignored)
+            self.partition = ignored if c.get("keep") else []
         if c.get("discard_all") is not None:
             d.discard_all = bool(c["discard_all"])
         if c.get("up") is not None:

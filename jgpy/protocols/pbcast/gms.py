@@ -13,7 +13,12 @@ that concurrent joins and leaves see each other (seed 000, "Membership Updating 
 requests"). The new view is multicast (with the join digest when somebody joins), VIEW_ACKs are collected
 (``view_ack_collection_timeout``), then joiners get their JOIN_RSP. A leaving coordinator hands over to the
 next member by installing a view without itself; a participant whose predecessors are all suspected takes
-over. Merging (MERGE_REQ & co.) is issue #4: until then a MERGE_REQ is answered with merge_rejected.
+over.
+
+Merging: MERGE2's MERGE event reaches the view handler; the merge itself (MERGE_REQ, MERGE_RSP,
+INSTALL_MERGE_VIEW, CANCEL_MERGE, digest fetching) is :mod:`jgpy.protocols.pbcast.merger`. While a merge
+runs, the view handler is *suspended*: queued and new JOIN/LEAVE/SUSPECT requests are discarded (joiners
+retry) until the merge ends, is cancelled, or ``resume_task_timeout`` ms have passed.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from jgpy._core.address import set_logical_name
 from jgpy._core.headers import GmsHeader
 from jgpy._core.message import Message
 from jgpy._core.types import Digest, JoinRsp, MergeView, View, ViewId
+from jgpy.protocols.pbcast.merger import MergeData, Merger
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.promise import Promise
@@ -100,16 +106,75 @@ class Request:
 class ViewHandler:
     """The thread that turns JOIN/LEAVE/SUSPECT requests into views, bundling requests that arrive together."""
 
+    MAX_COMPLETION_MS = 10000
+
     def __init__(self, gms: "GMS") -> None:
         self.gms = gms
         self.q: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._suspended = False
+        self._idle = threading.Condition(self._lock)
+        self._processing = False
+        self._resumers: dict = {}          # merge id -> timer task that resumes us if nobody else does
+
+    @property
+    def suspended(self) -> bool:
+        return self._suspended
+
+    def suspend(self, merge_id) -> None:
+        """Discard queued and new requests until :meth:`resume` (a merge is running)."""
+        with self._lock:
+            if self._suspended:
+                return
+            self._suspended = True
+            self._drain()
+            if threading.current_thread() is not self._thread:
+                self._idle.wait_for(lambda: not self._processing, self.MAX_COMPLETION_MS / 1000.0)
+            timer = self.gms.timer
+            if timer is not None:
+                old = self._resumers.pop(merge_id, None)
+                if old is not None:
+                    old.cancel()
+                self._resumers[merge_id] = timer.schedule(self.gms.resume_task_timeout,
+                                                          lambda: self._resume_by_timer(merge_id), "view handler resumer")
+        self.gms.log.debug("%s: view handler suspended for merge %s", self.gms.local_addr, merge_id)
+
+    def _resume_by_timer(self, merge_id) -> None:
+        with self._lock:
+            if self._resumers.pop(merge_id, None) is None:
+                return
+        self.gms.log.warning("%s: view handler was still suspended for merge %s after %d ms: resuming it",
+                             self.gms.local_addr, merge_id, self.gms.resume_task_timeout)
+        self.resume_force()
+
+    def resume(self, merge_id) -> None:
+        with self._lock:
+            if not self._suspended:
+                return
+            task = self._resumers.pop(merge_id, None)
+        if task is not None:
+            task.cancel()
+        self.resume_force()
+
+    def resume_force(self) -> None:
+        with self._lock:
+            self._suspended = False
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                self.q.get_nowait()
+            except queue.Empty:
+                return
 
     def add(self, req: Request) -> None:
         with self._lock:
             if self._closed:
+                return
+            if self._suspended:
+                self.gms.log.debug("%s: view handler is suspended (merging); %s discarded", self.gms.local_addr, req)
                 return
             self.q.put(req)
             if self._thread is None or not self._thread.is_alive():
@@ -147,10 +212,21 @@ class ViewHandler:
                     self.q.put(nxt)            # handled in the next round (order among kinds is kept enough)
                     break
                 requests.append(nxt)
+            with self._lock:
+                if self._suspended:
+                    continue
+                self._processing = True
             try:
-                gms.impl.handle_requests(requests)
+                if first.type == Request.MERGE:
+                    gms.impl.merge(first.views)
+                else:
+                    gms.impl.handle_requests(requests)
             except Exception:  # noqa: BLE001 - a failure must not stop view handling
                 gms.log.exception("%s: failed processing %s", gms.local_addr, requests)
+            finally:
+                with self._lock:
+                    self._processing = False
+                    self._idle.notify_all()
 
     def stop(self, wait_ms: float = 0) -> None:
         """Process what is queued, then end (a leaving coordinator waits for its last view)."""
@@ -164,11 +240,11 @@ class ViewHandler:
     def reopen(self) -> None:
         with self._lock:
             self._closed = False
-            while not self.q.empty():
-                try:
-                    self.q.get_nowait()
-                except queue.Empty:
-                    break
+            self._suspended = False
+            for task in self._resumers.values():
+                task.cancel()
+            self._resumers.clear()
+            self._drain()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,6 +279,41 @@ class GmsImpl:
 
     def handle_view_change(self, view: View, digest: Digest | None) -> None:
         pass
+
+    # merging: only servers (participants, coordinators) take part; a client ignores it all, as in Java
+    def merge(self, views) -> None:
+        pass
+
+    def handle_merge_request(self, sender, merge_id, mbrs) -> bool:
+        """Returns whether the request was taken (the caller resumes STABLE otherwise)."""
+        return False
+
+    def handle_merge_response(self, data: MergeData, merge_id) -> None:
+        pass
+
+    def handle_merge_view(self, data: MergeData, merge_id) -> bool:
+        return False
+
+    def handle_merge_cancelled(self, merge_id) -> bool:
+        return False
+
+    def handle_digest_response(self, sender, digest: Digest) -> None:
+        pass
+
+
+class ServerGmsImpl(GmsImpl):
+    """What participants and coordinators share: answering merge requests and installing merge views."""
+
+    def handle_merge_request(self, sender, merge_id, mbrs) -> bool:
+        self.gms.merger.handle_merge_request(sender, merge_id, mbrs)
+        return True
+
+    def handle_merge_view(self, data: MergeData, merge_id) -> bool:
+        self.gms.merger.handle_merge_view(data, merge_id)
+        return True
+
+    def handle_digest_response(self, sender, digest: Digest) -> None:
+        self.gms.merger.handle_digest_response(sender, digest)
 
 
 class ClientGmsImpl(GmsImpl):
@@ -324,7 +435,7 @@ class ClientGmsImpl(GmsImpl):
         self.leaving = True
 
 
-class ParticipantGmsImpl(GmsImpl):
+class ParticipantGmsImpl(ServerGmsImpl):
     """A member that is not the coordinator."""
 
     def __init__(self, gms: "GMS") -> None:
@@ -394,7 +505,7 @@ class ParticipantGmsImpl(GmsImpl):
         self.gms.install_view(view, digest)
 
 
-class CoordGmsImpl(GmsImpl):
+class CoordGmsImpl(ServerGmsImpl):
     """The coordinator: decides views."""
 
     MAX_SUSPEND_TIMEOUT = 30000
@@ -414,6 +525,16 @@ class CoordGmsImpl(GmsImpl):
             return
         self.handle_requests([Request(Request.SUSPECT, mbr, True)])
 
+    def merge(self, views) -> None:
+        self.gms.merger.merge(views)
+
+    def handle_merge_response(self, data: MergeData, merge_id) -> None:
+        self.gms.merger.handle_merge_response(data, merge_id)
+
+    def handle_merge_cancelled(self, merge_id) -> bool:
+        self.gms.merger.handle_merge_cancelled(merge_id)
+        return True
+
     def handle_requests(self, requests: list[Request]) -> None:
         gms = self.gms
         me = gms.local_addr
@@ -428,8 +549,6 @@ class CoordGmsImpl(GmsImpl):
                 (suspected if req.suspected else leaving).append(req.mbr)
             elif req.type == Request.SUSPECT:
                 suspected.append(req.mbr)
-            elif req.type == Request.MERGE:
-                gms.log.warning("%s: merge requests are not implemented yet (issue #4); ignored", me)
         if me in new_mbrs:
             new_mbrs.remove(me)
         if gms.view_id is None:
@@ -502,7 +621,8 @@ class GMS(Protocol):
 
     join_timeout = Property(to_int, 5000, "ms to wait for a JOIN_RSP before sending JOIN_REQ again")
     leave_timeout = Property(to_int, 5000, "ms to wait for a LEAVE_RSP (after that we leave anyway)")
-    merge_timeout = Property(to_int, 5000, "ms to wait for MERGE_RSPs (merging: issue #4)")
+    merge_timeout = Property(to_int, 5000, "ms the merge leader waits for MERGE_RSPs (a merge id older than "
+                             "1.5 x this is cancelled)")
     print_local_addr = Property(to_bool, True, "print the 'GMS: address=...' banner on connect, as Java does")
     print_physical_addrs = Property(to_bool, True, "include the physical address in the banner")
     disable_initial_coord = Property(to_bool, False, "never become coordinator on startup (wait for one)")
@@ -539,6 +659,7 @@ class GMS(Protocol):
         self.ltime = 0
         self.ack_collector = AckCollector()
         self.view_handler = ViewHandler(self)
+        self.merger = Merger(self)
         self._members_lock = threading.RLock()
         self._impls: dict[str, GmsImpl] = {}
         self.impl: GmsImpl = self._impl(ClientGmsImpl)
@@ -776,10 +897,23 @@ class GMS(Protocol):
         elif t == H.VIEW_ACK:
             self.ack_collector.ack(msg.src)
         elif t == H.MERGE_REQ:
-            # merging is issue #4: refuse, so that the merge leader goes on without us instead of waiting
-            rsp = Message(msg.src, None, None, OOB)
-            rsp.put_header(self.id, GmsHeader(H.MERGE_RSP, merge_id=hdr.merge_id, merge_rejected=True))
-            self.down_prot.down_msg(rsp)
+            self.down_prot.down(Event(EventType.SUSPEND_STABLE, 20000))
+            if not self.impl.handle_merge_request(msg.src, hdr.merge_id, hdr.mbrs):
+                self.log.debug("%s: MERGE_REQ from %s ignored: not a member yet", self.local_addr, msg.src)
+        elif t == H.MERGE_RSP:
+            data = MergeData(msg.src, hdr.view, hdr.my_digest, hdr.merge_rejected)
+            self.impl.handle_merge_response(data, hdr.merge_id)
+        elif t == H.INSTALL_MERGE_VIEW:
+            if not self.impl.handle_merge_view(MergeData(msg.src, hdr.view, hdr.my_digest), hdr.merge_id):
+                self.down_prot.down(Event(EventType.RESUME_STABLE))
+        elif t == H.CANCEL_MERGE:
+            if not self.impl.handle_merge_cancelled(hdr.merge_id):
+                self.down_prot.down(Event(EventType.RESUME_STABLE))
+        elif t == H.INSTALL_MERGE_VIEW_OK:
+            pass                                # FLUSH's merge acks: jgpy runs no FLUSH
+        elif t == H.GET_DIGEST_RSP:
+            if hdr.my_digest is not None:
+                self.impl.handle_digest_response(msg.src, hdr.my_digest)
         elif t == H.INSTALL_DIGEST:
             self.down_prot.down(Event(EventType.MERGE_DIGEST, hdr.my_digest))
         elif t == H.GET_DIGEST_REQ:
@@ -789,15 +923,17 @@ class GMS(Protocol):
                 rsp = Message(msg.src, None, None, OOB)
                 rsp.put_header(self.id, GmsHeader(H.GET_DIGEST_RSP, my_digest=Digest([(self.local_addr, *entry)])))
                 self.down_prot.down_msg(rsp)
-        elif t in (H.MERGE_RSP, H.INSTALL_MERGE_VIEW, H.INSTALL_MERGE_VIEW_OK, H.CANCEL_MERGE, H.GET_DIGEST_RSP):
-            self._rl.warning(f"merge-{t}", "%s: ignored %s from %s: merging is not implemented yet (issue #4)",
-                             self.local_addr, GmsHeader.TYPE_NAMES.get(t, t), msg.src)
+        else:
+            self._rl.warning(f"unknown-{t}", "%s: GmsHeader with type=%s from %s not known", self.local_addr, t, msg.src)
 
     def stop(self) -> None:
         self.view_handler.stop()
+        self.merger.stop()
 
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
         d["view"] = str(self.view)
         d["role"] = type(self.impl).__name__
+        d["view_handler_suspended"] = self.view_handler.suspended
+        d.update({f"merge.{k}": v for k, v in self.merger.dump_stats().items()})
         return d

@@ -293,6 +293,8 @@ public final class JgpyNode {
     }
 
     /** Controls the DISCARD protocol of our stack (it must be in the config): partitions and loss. */
+    volatile List<Address> partition;
+
     Map<String,Object> discard(Map<String,Object> cmd) throws Exception {
         JChannel ch=requireChannel();
         org.jgroups.protocols.DISCARD d=(org.jgroups.protocols.DISCARD)ch.getProtocolStack()
@@ -300,8 +302,13 @@ public final class JgpyNode {
         if(d == null) throw new IllegalStateException("no DISCARD protocol in the stack: add it to the config");
         if(cmd.containsKey("ignore")) {
             d.resetIgnoredMembers();
+            List<Address> ignored=new ArrayList<>();
             for(Object o: Codec.toList(cmd.get("ignore"), "ignore"))
-                d.addIgnoreMember(resolve(o));
+                ignored.add(resolve(o));
+            for(Address a: ignored)
+                d.addIgnoreMember(a);
+            // DISCARD forgets ignored members that are not in a new view: "keep" re-applies them on every view
+            partition=cmd.get("keep") != null && Codec.toBool(cmd.get("keep"), "keep") ? ignored : null;
         }
         if(cmd.get("discard_all") != null) d.setDiscardAll(Codec.toBool(cmd.get("discard_all"), "discard_all"));
         if(cmd.get("up") != null) d.setUpDiscardRate(((Number)cmd.get("up")).doubleValue());
@@ -376,6 +383,12 @@ public final class JgpyNode {
 
         public void viewAccepted(View v) {
             try {
+                List<Address> keep=partition;
+                if(keep != null && channel != null) {
+                    org.jgroups.protocols.DISCARD d=(org.jgroups.protocols.DISCARD)channel.getProtocolStack()
+                      .findProtocol(org.jgroups.protocols.DISCARD.class);
+                    if(d != null) for(Address a: keep) d.addIgnoreMember(a);
+                }
                 Map<String,Object> m=Json.obj("event", "view");
                 m.putAll(viewBody(v));
                 emit(m);
