@@ -350,3 +350,212 @@ class FakeStack:
 
 def view_of(members: list, view_id: int = 1) -> View:
     return View(ViewId(members[0], view_id), members)
+
+
+# ------------------------------------------------------------------------------------------------
+# Java's own protocol code in a probe (tests/test_fd.py, test_fc.py, test_frag.py)
+# ------------------------------------------------------------------------------------------------
+
+JAVA_PROTOCOL_PROBE = r"""
+import org.jgroups.*;
+import org.jgroups.stack.Protocol;
+import org.jgroups.util.*;
+import java.io.*;
+import java.lang.reflect.*;
+import java.util.*;
+
+/** Runs one 2.12 protocol between two sinks, driven by a script on stdin (one command a line):
+ *    set FIELD VALUE | call METHOD STRING | timer | init | start | stop | sleep MS
+ *    local ADDR | view VIEW | viewup VIEW | unsuspect ADDR | down MSG | downasync TAG MSG | up MSG
+ *  (ADDR: hex of Util.writeAddress, VIEW: hex of View.writeTo, MSG: hex of Message.writeTo). stdout: one line per
+ *  message or event the protocol passed on: "down|up MS HEX" (message), "evdown|evup MS TYPE HEX-ADDR" (SUSPECT,
+ *  UNSUSPECT), "returned MS TAG" when a downasync call returned; MS = ms since the start of the script. */
+public class ProtoProbe {
+    static final long T0 = System.nanoTime();
+    static long ms() { return (System.nanoTime() - T0) / 1000000L; }
+    static synchronized void emit(String s) { System.out.println(s); System.out.flush(); }
+
+    static String hex(byte[] b) {
+        StringBuilder sb = new StringBuilder();
+        for(byte x : b) sb.append(String.format("%02x", x & 0xff));
+        return sb.toString();
+    }
+    static byte[] unhex(String s) {
+        byte[] d = new byte[s.length() / 2];
+        for(int i = 0; i < d.length; i++) d[i] = (byte)Integer.parseInt(s.substring(2 * i, 2 * i + 2), 16);
+        return d;
+    }
+    static DataInputStream in(String h) { return new DataInputStream(new ByteArrayInputStream(unhex(h))); }
+    static String msgHex(Message m) throws IOException {
+        ByteArrayOutputStream bo = new ByteArrayOutputStream();
+        m.writeTo(new DataOutputStream(bo));
+        return hex(bo.toByteArray());
+    }
+    static String addrHex(Address a) throws IOException {
+        ByteArrayOutputStream bo = new ByteArrayOutputStream();
+        Util.writeAddress(a, new DataOutputStream(bo));
+        return hex(bo.toByteArray());
+    }
+
+    static class Sink extends Protocol {
+        final String dir;
+        Sink(String dir) { this.dir = dir; }
+        Object handle(Event e) {
+            try {
+                switch(e.getType()) {
+                    case Event.MSG: emit(dir + " " + ms() + " " + msgHex((Message)e.getArg())); break;
+                    case Event.SUSPECT: emit("ev" + dir + " " + ms() + " SUSPECT " + addrHex((Address)e.getArg())); break;
+                    case Event.UNSUSPECT: emit("ev" + dir + " " + ms() + " UNSUSPECT " + addrHex((Address)e.getArg())); break;
+                }
+            }
+            catch(IOException ex) { throw new RuntimeException(ex); }
+            return null;
+        }
+        public Object down(Event e) { return handle(e); }
+        public Object up(Event e) { return handle(e); }
+    }
+
+    static Field field(Class<?> c, String name) throws Exception {
+        for(; c != null; c = c.getSuperclass()) {
+            try { Field f = c.getDeclaredField(name); f.setAccessible(true); return f; }
+            catch(NoSuchFieldException ignored) {}
+        }
+        throw new NoSuchFieldException(name);
+    }
+
+    static void set(Object o, String name, String v) throws Exception {
+        Field f = field(o.getClass(), name);
+        Class<?> t = f.getType();
+        if(t == long.class) f.setLong(o, Long.parseLong(v));
+        else if(t == int.class) f.setInt(o, Integer.parseInt(v));
+        else if(t == double.class) f.setDouble(o, Double.parseDouble(v));
+        else if(t == boolean.class) f.setBoolean(o, Boolean.parseBoolean(v));
+        else f.set(o, v);
+    }
+
+    public static void main(String[] args) throws Exception {
+        final Protocol prot = (Protocol)Class.forName(args[0]).newInstance();
+        prot.setId(Short.parseShort(args[1]));
+        Sink below = new Sink("down"), above = new Sink("up");
+        prot.setDownProtocol(below);
+        prot.setUpProtocol(above);
+        BufferedReader rd = new BufferedReader(new InputStreamReader(System.in));
+        List<Thread> threads = new ArrayList<Thread>();
+        String line;
+        while((line = rd.readLine()) != null) {
+            line = line.trim();
+            if(line.length() == 0) continue;
+            String[] p = line.split(" ", 3);
+            String c = p[0];
+            if(c.equals("set")) set(prot, p[1], p[2]);
+            else if(c.equals("call")) prot.getClass().getMethod(p[1], String.class).invoke(prot, p[2]);
+            else if(c.equals("timer")) field(prot.getClass(), "timer").set(prot, new DefaultTimeScheduler(4));
+            else if(c.equals("init")) prot.init();
+            else if(c.equals("start")) prot.start();
+            else if(c.equals("stop")) prot.stop();
+            else if(c.equals("sleep")) Thread.sleep(Long.parseLong(p[1]));
+            else if(c.equals("local")) prot.down(new Event(Event.SET_LOCAL_ADDRESS, Util.readAddress(in(p[1]))));
+            else if(c.equals("unsuspect")) prot.down(new Event(Event.UNSUSPECT, Util.readAddress(in(p[1]))));
+            else if(c.equals("view") || c.equals("viewup")) {
+                View v = new View();
+                v.readFrom(in(p[1]));
+                if(c.equals("view")) prot.down(new Event(Event.VIEW_CHANGE, v));
+                else prot.up(new Event(Event.VIEW_CHANGE, v));
+            }
+            else if(c.equals("down") || c.equals("up") || c.equals("downasync")) {
+                final Message m = new Message(false);
+                m.readFrom(in(c.equals("downasync") ? p[2] : p[1]));
+                if(c.equals("down")) prot.down(new Event(Event.MSG, m));
+                else if(c.equals("up")) prot.up(new Event(Event.MSG, m));
+                else {
+                    final String tag = p[1];
+                    Thread t = new Thread() {
+                        public void run() { prot.down(new Event(Event.MSG, m)); emit("returned " + ms() + " " + tag); }
+                    };
+                    t.setDaemon(true);
+                    t.start();
+                    threads.add(t);
+                }
+            }
+            else throw new IllegalArgumentException("unknown command " + line);
+        }
+        for(Thread t : threads) t.join(10000);
+        System.out.flush();
+        System.exit(0);
+    }
+}
+"""
+
+
+class ProbeLine:
+    """One line of the probe's output: a message (``kind`` "down"/"up"), an event ("evdown"/"evup", with
+    ``event`` and ``addr``) or a returned ``downasync`` ("returned", ``tag``); ``ms`` since the start."""
+
+    __slots__ = ("kind", "ms", "msg", "data", "event", "addr", "tag")
+
+    def __init__(self, line: str) -> None:
+        parts = line.split()
+        self.kind, self.ms = parts[0], int(parts[1])
+        self.msg = self.data = self.event = self.addr = self.tag = None
+        if self.kind in ("down", "up"):
+            self.data = bytes.fromhex(parts[2])
+            self.msg = DIALECT.decode(Message, self.data)
+        elif self.kind in ("evdown", "evup"):
+            self.event, self.addr = parts[2], DIALECT.decode_address(bytes.fromhex(parts[3]))
+        elif self.kind == "returned":
+            self.tag = parts[2]
+
+    def __repr__(self) -> str:
+        return f"ProbeLine({self.kind} @{self.ms} {self.msg or self.event or self.tag} {self.addr or ''})"
+
+
+class JavaProtocolProbe:
+    """Java's own protocol class (from the 2.12.2 jar) between two sinks, driven by a script.
+
+    >>> probe = JavaProtocolProbe(tmp_dir)                       # compiles the probe once
+    >>> out = probe.run("org.jgroups.protocols.FRAG", 4, ["set frag_size 1000", probe_down(msg)])
+    """
+
+    def __init__(self, workdir) -> None:
+        import pathlib
+        import subprocess
+
+        from jgpy.testing.java import JGROUPS_JAR
+        self.jar = str(JGROUPS_JAR)
+        self.dir = pathlib.Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "ProtoProbe.java").write_text(JAVA_PROTOCOL_PROBE)
+        res = subprocess.run(["javac", "-nowarn", "-cp", self.jar, "-d", str(self.dir),
+                              str(self.dir / "ProtoProbe.java")], capture_output=True, text=True, timeout=120)
+        if res.returncode != 0:
+            raise RuntimeError(f"javac failed: {res.stderr[-3000:]}")
+
+    def run(self, protocol_class: str, pid: int, script: list[str], timeout: float = 60.0) -> list[ProbeLine]:
+        import subprocess
+        r = subprocess.run(["java", "-Djava.net.preferIPv4Stack=true", "-cp", f"{self.dir}:{self.jar}", "ProtoProbe",
+                            protocol_class, str(pid)], input="\n".join(script) + "\n", capture_output=True,
+                           text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"probe failed ({r.returncode}): {r.stderr[-3000:]}")
+        return [ProbeLine(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def probe_addr(addr) -> str:
+    return DIALECT.encode_address(addr).hex()
+
+
+def probe_view(members: list, view_id: int = 1) -> str:
+    return DIALECT.encode(view_of(members, view_id)).hex()
+
+
+def probe_msg(msg: Message) -> str:
+    return DIALECT.encode(msg).hex()
+
+
+def as_java_sent(sent: Sent) -> Message:
+    """A message our fake transport sent, as it left the protocol in Java: without the transport header and
+    the src the transport filled in (Java's protocols leave src null)."""
+    m = sent.msg.copy()
+    m.remove_header(TP_ID)
+    m.src = None
+    return m

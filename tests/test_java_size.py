@@ -18,6 +18,7 @@ from jgpy import DIALECT, UUID, Digest, Message
 from jgpy.headers import RequestCorrelatorHeader, StateHeader
 from jgpy.protocols import java_size
 from jgpy.protocols.frag import FRAG
+from jgpy.testing.javaorder import digest_read_order
 from tests import strategies as S
 from tests.fakestack import TP_ID, FakeStack
 
@@ -148,8 +149,10 @@ def _state_rsp(members: list, payload: bytes, req_id: int = 1) -> Message:
     """A partial-state response as it passes FRAG (STATE_TRANSFER sits above FRAG2/FRAG in udp.xml): its state
     id is not ASCII, so Java's StateHeader.size() (chars + 2) is less than the bytes written."""
     m = Message(members[1], payload)
+    # Java re-writes a digest it read in its hash map's order: build ours in that order to compare bytes
+    ordered = [members[i] for i in digest_read_order(members)]
     m.put_header(17, StateHeader(StateHeader.STATE_RSP, 5, members[0],
-                                 Digest([(a, 0, 10, 12) for a in members]), "Zustand-\u00e4-\u72b6\u6001"))
+                                 Digest([(a, 0, 10, 12) for a in ordered]), "Zustand-\u00e4-\u72b6\u6001"))
     m.put_header(201, RequestCorrelatorHeader(0, req_id, True))
     return m
 

@@ -252,7 +252,10 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
             elif block_ms <= 0:
                 block_ms = None                            # documented: <= 0 waits until credits arrive
             if block_ms is None:
-                signalled = self._credits_available.wait()
+                # re-check every second: credits may come back without anybody listed as creditor
+                signalled = self._credits_available.wait(1.0) and length <= self.lowest_credit
+                if not signalled:
+                    continue
             elif block_ms > 0:
                 signalled = self._credits_available.wait(block_ms / 1000.0)
             else:
@@ -406,10 +409,11 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
                 return
             c.left = min(self.max_credits, c.left + increase)
             self.lowest_credit = self._compute_lowest()
-            if self.creditors and sender in self.creditors:
-                self.creditors.discard(sender)
-                if not self.creditors:
-                    self._credits_available.notify_all()
+            self.creditors.discard(sender)
+            if not self.creditors:
+                # also wakes a sender blocked by another member's low credit that is not a creditor of its own
+                # message (a unicast to B blocked by C's credits): it re-checks lowest_credit
+                self._credits_available.notify_all()
 
     def _handle_credit_request(self, sender, left_credits: int) -> None:
         if sender is None:
