@@ -1,94 +1,633 @@
-"""Throughput on loopback: jgpy and Java members as separate processes, side by side in one run.
+"""End-to-end throughput and latency on loopback: Java JGroups 2.12.2 and jgpy members side by side.
 
-``python -m jgpy perf`` runs one sender multicasting ``count`` messages of ``size`` bytes to a 2-member
-cluster for each pairing (Java->Java, jgpy->jgpy, jgpy->Java, Java->jgpy) on the jar's udp.xml and
-prints the receiver's rate. Each member is its own process: a jgpy member is ``python -m jgpy perf
---member``; a Java member is the interop harness in count mode.
+Every member is its own process: a Java member is ``org.jgpy.interop.PerfNode`` (``interop/``), a jgpy
+member is ``python -m jgpy perf --member`` (:mod:`jgpy.tools.perf_member`); both take the same JSON-line
+commands, so both kinds run exactly the same workload. This module starts clusters of them (Java-only,
+jgpy-only and mixed, each on a private multicast group and cluster name), runs :class:`Workload` s in them
+and collects what the members report plus what ``/proc`` says about them (CPU seconds, peak RSS).
+
+``python -m jgpy perf`` runs a quick subset with a readable table; ``benchmarks/e2e.py`` runs the full
+suite (``make bench``).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import itertools
 import json
+import logging
 import os
+import queue
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
-from jgpy.testing.java import JavaNode, java_unavailable_reason, udp_props, unique_group
+from jgpy.testing.java import (JGROUPS_JAR, REPO_ROOT, ensure_compiled, interop_classes_dir, java_unavailable_reason,
+                               udp_props, unique_group)
+
+log = logging.getLogger("jgpy.perf")
+
+KINDS = {"J": "java", "P": "jgpy"}
+_live: "weakref.WeakSet[MemberProcess]" = weakref.WeakSet()
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-# ---------------------------------------------------------------------------------------------
-# one jgpy member (a child process)
-# ---------------------------------------------------------------------------------------------
-
-def run_member(args: argparse.Namespace) -> int:
-    """Join, wait for the cluster, then send and/or count; print one JSON line with the result."""
-    import logging
-
-    from jgpy import Channel, Receiver
-
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    addr, _, port = args.group.rpartition(":")
-    props = udp_props(addr, int(port))
-    done = threading.Event()
-    state = {"n": 0, "first": 0, "last": 0, "bytes": 0}
-
-    class Counter(Receiver):
-        def receive(self, msg):
-            if msg.src == ch.address or msg.length != args.size:
-                return
-            now = time.perf_counter_ns()
-            n = state["n"] = state["n"] + 1
-            if n == 1:
-                state["first"] = now
-            state["last"] = now
-            state["bytes"] += msg.length
-            if n >= args.expect:
-                done.set()
-
-    ch = Channel(args.config, args.name, props, Counter())
-    ch.connect(args.cluster)
-    print(json.dumps({"event": "joined", "view": len(ch.view.members)}), flush=True)
-    deadline = time.monotonic() + args.timeout
-    while len(ch.view.members) < args.members and time.monotonic() < deadline:
-        time.sleep(0.05)
-    print(json.dumps({"event": "ready", "view": len(ch.view.members)}), flush=True)
-    result: dict = {"name": args.name}
-    if args.count:
-        if args.start_delay:
-            time.sleep(args.start_delay)
-        payload = bytes(args.size)
-        t0 = time.perf_counter()
-        send = ch.send
-        for _ in range(args.count):
-            send(None, payload)
-        result["send_seconds"] = time.perf_counter() - t0
-        result["sent"] = args.count
-    if args.expect:
-        done.wait(max(0.1, deadline - time.monotonic()))
-        secs = (state["last"] - state["first"]) / 1e9
-        result.update(received=state["n"], seconds=secs,
-                      msgs_per_s=(state["n"] - 1) / secs if secs > 0 else 0.0,
-                      mb_per_s=state["bytes"] / secs / 1e6 if secs > 0 else 0.0)
-    try:
-        import psutil
-        p = psutil.Process()
-        result["rss_mb"] = p.memory_info().rss / 1e6
-        result["cpu_seconds"] = sum(p.cpu_times()[:2])
-    except Exception:  # noqa: BLE001 - psutil is optional here
-        pass
-    print(json.dumps({"event": "result", **result}), flush=True)
-    ch.close()
-    return 0
+class PerfError(RuntimeError):
+    """A member that failed a command, died, or did not answer in time."""
 
 
 # ---------------------------------------------------------------------------------------------
-# the orchestrator
+# one member process
 # ---------------------------------------------------------------------------------------------
+
+class MemberProcess:
+    """A benchmark member (Java PerfNode or jgpy perf member) driven by JSON lines. Always reaped."""
+
+    def __init__(self, kind: str, name: str, cluster: str, config: str, props: dict[str, str],
+                 jvm_args: Iterable[str] = ()):
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}")
+        self.kind, self.name = kind, name
+        args = ["--name", name, "--cluster", cluster, "--config", config]
+        for k, v in props.items():
+            args += ["--prop", f"{k}={v}"]
+        env = dict(os.environ)
+        if kind == "J":
+            cp = os.pathsep.join([str(interop_classes_dir()), str(JGROUPS_JAR)])
+            cmd = ["java", "-Djava.net.preferIPv4Stack=true", *jvm_args, "-cp", cp, "org.jgpy.interop.PerfNode", *args]
+        else:
+            cmd = [sys.executable, "-m", "jgpy", "perf", "--member", *args]
+            root = str(REPO_ROOT)
+            env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self._log = tempfile.NamedTemporaryFile(prefix=f"jgpy-perf-{name}-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env)
+        _live.add(self)
+        self._ids = itertools.count(1)
+        self._replies: dict[int, queue.Queue] = {}
+        self._lock = threading.Lock()
+        self.events: queue.Queue = queue.Queue()
+        self.views: list[int] = []
+        self._reader = threading.Thread(target=self._read, name=f"perf-{name}", daemon=True)
+        self._reader.start()
+
+    @property
+    def label(self) -> str:
+        return KINDS[self.kind]
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            rid = obj.get("reply")
+            if rid is not None:
+                with self._lock:
+                    q = self._replies.get(rid)
+                if q is not None:
+                    q.put(obj)
+            elif obj.get("event") == "view":
+                self.views.append(obj.get("size", 0))
+            else:
+                self.events.put(obj)
+        self.events.put({"event": "_eof"})
+
+    def log_tail(self, n: int = 3000) -> str:
+        try:
+            data = Path(self._log.name).read_bytes()
+            return data[-n:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def send(self, cmd: str, **args: Any) -> int:
+        rid = next(self._ids)
+        line = json.dumps({"cmd": cmd, "id": rid, **args}) + "\n"
+        with self._lock:
+            self._replies[rid] = queue.Queue()
+        try:
+            self.proc.stdin.write(line.encode())
+            self.proc.stdin.flush()
+        except OSError as e:
+            raise PerfError(f"member {self.name} is gone ({e}); log:\n{self.log_tail()}") from None
+        return rid
+
+    def reply(self, rid: int, timeout: float) -> dict:
+        with self._lock:
+            q = self._replies[rid]
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    rep = q.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    if self.proc.poll() is not None:
+                        raise PerfError(f"member {self.name} exited ({self.proc.returncode}); log:\n"
+                                        f"{self.log_tail()}") from None
+                    if time.monotonic() > deadline:
+                        raise PerfError(f"member {self.name}: no reply within {timeout:g} s; log:\n"
+                                        f"{self.log_tail()}") from None
+        finally:
+            with self._lock:
+                self._replies.pop(rid, None)
+        if not rep.get("ok"):
+            raise PerfError(f"member {self.name}: {rep.get('error')}")
+        return rep
+
+    def call(self, cmd: str, wait: float = 30.0, **args: Any) -> dict:
+        """Send ``cmd`` with ``args`` and wait up to ``wait`` seconds for the reply."""
+        return self.reply(self.send(cmd, **args), wait)
+
+    def wait_event(self, pred: Callable[[dict], bool], timeout: float) -> dict | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                ev = self.events.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            if ev.get("event") == "_eof":
+                self.events.put(ev)
+                return None
+            if pred(ev):
+                return ev
+
+    # ---- what /proc says ----
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the whole process (all threads) so far."""
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+        except (OSError, ValueError, IndexError):
+            return float("nan")
+
+    def memory(self) -> dict[str, float]:
+        """``{"rss_mb": VmRSS, "peak_rss_mb": VmHWM}`` (MB = 10^6 bytes)."""
+        out = {}
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    out["rss_mb"] = int(line.split()[1]) * 1024 / 1e6
+                elif line.startswith("VmHWM:"):
+                    out["peak_rss_mb"] = int(line.split()[1]) * 1024 / 1e6
+        except (OSError, ValueError, IndexError):
+            pass
+        return out
+
+    def reset_peak_rss(self) -> bool:
+        """VmHWM back to the current RSS (``clear_refs``), so the next peak is this measurement's."""
+        try:
+            with open(f"/proc/{self.proc.pid}/clear_refs", "w") as f:
+                f.write("5")
+            return True
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        """Exit at once (no graceful leave: the whole cluster goes); kill if it does not. Always reaps."""
+        if self.proc.poll() is None:
+            try:
+                self.send("exit")
+            except PerfError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for s in (self.proc.stdin, self.proc.stdout):
+            try:
+                s.close()
+            except OSError:
+                pass
+        _live.discard(self)
+        try:
+            os.unlink(self._log.name)
+        except OSError:
+            pass
+
+
+@atexit.register
+def _reap_all() -> None:
+    for m in list(_live):
+        try:
+            if m.proc.poll() is None:
+                m.proc.kill()
+                m.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# workloads and clusters
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Workload:
+    """What to measure. ``pattern``: ``mcast`` (one sender multicasts to the others), ``all`` (every member
+    multicasts), ``unicast`` (one sender to one receiver), ``rtt`` (request/response round trips)."""
+
+    key: str
+    title: str
+    pattern: str
+    size: int
+    count: int
+    warmup: int
+    members: int = 2
+
+    def scaled(self, factor: float) -> "Workload":
+        """The same workload with ``factor`` times the messages (at least 20 measured, 10 warm-up)."""
+        return Workload(self.key, self.title, self.pattern, self.size, max(20, int(self.count * factor)),
+                        max(10, int(self.warmup * factor)), self.members)
+
+    def timeout(self) -> float:
+        """Generous: 60 s plus 2 ms per message plus 20 s per 100 MB."""
+        n = self.count + self.warmup
+        return 60.0 + n * 0.002 + n * self.size / 5e6
+
+
+@dataclass
+class Measurement:
+    """The outcome of one workload run in one cluster (one repetition)."""
+
+    workload: str
+    cluster: str
+    senders: list[str]
+    complete: bool
+    recv_msgs_per_s: float | None = None        # mean over the receivers
+    recv_msgs_per_s_min: float | None = None
+    recv_mb_per_s: float | None = None
+    send_msgs_per_s: float | None = None        # mean over the senders (measured messages / send time)
+    rtt: dict | None = None
+    members: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class Cluster:
+    """Members of the given kinds (``"JP"``: a Java member J1 and a jgpy member P1), on a private group.
+
+    The first member is the coordinator. Use as a context manager: every process is reaped on exit."""
+
+    def __init__(self, kinds: str, config: str = "udp.xml", jvm_args: Iterable[str] = ()):
+        self.kinds = kinds
+        self.config = config
+        addr, port = unique_group()
+        self.props = udp_props(addr, port)
+        self.cluster = f"perf-{uuid.uuid4().hex[:10]}"
+        counts: dict[str, int] = {}
+        self.names = []
+        for k in kinds:
+            counts[k] = counts.get(k, 0) + 1
+            self.names.append(f"{k}{counts[k]}")
+        self.members: list[MemberProcess] = []
+        self.jvm_args = tuple(jvm_args)
+        self._runs = itertools.count(1)
+        self.baseline: dict[str, dict] = {}
+
+    @property
+    def label(self) -> str:
+        kinds = set(self.kinds)
+        return "java" if kinds == {"J"} else "jgpy" if kinds == {"P"} else "mixed"
+
+    def __enter__(self) -> "Cluster":
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self, timeout: float = 90.0) -> None:
+        for k, name in zip(self.kinds, self.names):
+            self.members.append(MemberProcess(k, name, self.cluster, self.config, self.props, self.jvm_args))
+        for m in self.members:
+            if m.wait_event(lambda e: e.get("event") == "started", timeout) is None:
+                raise PerfError(f"member {m.name} did not start; log:\n{m.log_tail()}")
+        # the coordinator first; the others join it together
+        self.members[0].call("connect", wait=timeout)
+        rids = [(m, m.send("connect")) for m in self.members[1:]]
+        for m, rid in rids:
+            m.reply(rid, timeout)
+        for m in self.members:
+            m.call("await_view", wait=timeout + 5, members=len(self.members), timeout=timeout)
+        for m in self.members:
+            self.baseline[m.name] = {"rss_mb": m.memory().get("rss_mb"), "cpu_s": m.cpu_seconds()}
+
+    def close(self) -> None:
+        for m in self.members:
+            try:
+                m.send("exit")
+            except PerfError:
+                pass
+        for m in self.members:
+            m.close()
+
+    def member(self, name: str) -> MemberProcess:
+        return next(m for m in self.members if m.name == name)
+
+    def measure(self, w: Workload, sender: str | None = None, receiver: str | None = None) -> Measurement:
+        """Run ``w`` once. ``sender``: the sending (requesting) member; ``receiver``: the unicast/rtt peer."""
+        if w.members != len(self.members):
+            raise ValueError(f"{w.key} needs {w.members} members, the cluster has {len(self.members)}")
+        sender = sender or self.names[0]
+        if w.pattern in ("unicast", "rtt"):
+            receiver = receiver or next(n for n in self.names if n != sender)
+        roles: dict[str, dict] = {}
+        for n in self.names:
+            if w.pattern == "all":
+                roles[n] = {"role": "both", "expect": w.count * (len(self.names) - 1)}
+            elif w.pattern == "mcast":
+                roles[n] = {"role": "sender"} if n == sender else {"role": "receiver", "expect": w.count}
+            elif w.pattern == "unicast":
+                roles[n] = ({"role": "sender", "dest": receiver} if n == sender else
+                            {"role": "receiver", "expect": w.count} if n == receiver else {"role": "idle"})
+            elif w.pattern == "rtt":
+                roles[n] = ({"role": "requester", "dest": receiver} if n == sender else
+                            {"role": "responder", "expect": w.count + w.warmup} if n == receiver else {"role": "idle"})
+            else:
+                raise ValueError(f"unknown pattern {w.pattern!r}")
+        senders = [n for n, r in roles.items() if r["role"] in ("sender", "both", "requester")]
+        run = next(self._runs)
+        timeout = w.timeout()
+        cpu0 = {}
+        for m in self.members:
+            m.reset_peak_rss()
+            cpu0[m.name] = m.cpu_seconds()
+            while not m.events.empty():                  # leftovers of an earlier, failed run
+                m.events.get_nowait()
+        views0 = {m.name: len(m.views) for m in self.members}
+        for m in self.members:
+            m.call("arm", run=run, size=w.size, count=w.count, warmup=w.warmup, timeout=timeout,
+                   **{"dest": None, "expect": 0, **roles[m.name]})
+        t0 = time.monotonic()
+        for n in senders:
+            self.member(n).call("go", run=run)
+        results: dict[str, dict] = {}
+        errors: list[str] = []
+        waiting = [m for m in self.members if roles[m.name]["role"] != "idle"]
+        deadline = time.monotonic() + timeout + 5
+        stopped = False
+        while waiting:
+            m = waiting[0]
+            ev = m.wait_event(lambda e: e.get("event") == "result" and e.get("run") == run,
+                              max(0.1, deadline - time.monotonic()))
+            if ev is not None:
+                results[m.name] = ev
+                waiting.pop(0)
+                continue
+            if m.proc.poll() is not None:
+                errors.append(f"{m.name} died ({m.proc.returncode}): {m.log_tail(800)}")
+                waiting.pop(0)
+                continue
+            if stopped:
+                errors.append(f"{m.name}: no result, even after stop")
+                waiting.pop(0)
+                continue
+            errors.append(f"timed out after {timeout:.0f} s: stopping the run")
+            for x in self.members:
+                try:
+                    x.call("stop", wait=10, run=run)
+                except PerfError as e:
+                    errors.append(str(e)[:300])
+            stopped = True
+            deadline = time.monotonic() + 15
+        seconds = time.monotonic() - t0
+        for n, r in results.items():
+            if r.get("error"):
+                errors.append(f"{n}: {r['error']}")
+        for m in self.members:
+            if len(m.views) != views0[m.name]:
+                errors.append(f"{m.name} saw a view change during the run (views of {m.views[views0[m.name]:]})")
+        expected = [n for n in roles if roles[n]["role"] != "idle"]
+        complete = (not errors and len(results) == len(expected)
+                    and all(r.get("complete", True) for r in results.values()))
+        out = Measurement(w.key, self.label, senders, complete=complete, errors=errors, seconds=seconds)
+        # throughput
+        recv = [r for r in results.values() if r.get("received") is not None]
+        rates = [(r["received"] - 1) / r["recv_seconds"] for r in recv if r.get("recv_seconds") and r["received"] > 1]
+        if rates:
+            out.recv_msgs_per_s = statistics.mean(rates)
+            out.recv_msgs_per_s_min = min(rates)
+            out.recv_mb_per_s = statistics.mean(
+                [r["received"] * w.size / r["recv_seconds"] / 1e6 for r in recv if r.get("recv_seconds")])
+        srates = [r["sent"] / r["send_seconds"] for r in results.values() if r.get("send_seconds")]
+        if srates:
+            out.send_msgs_per_s = statistics.mean(srates)
+        for r in results.values():
+            if r.get("rtt"):
+                out.rtt = r["rtt"]
+        # per member: CPU per 1,000 messages it sent or received (round trips for rtt), peak RSS
+        for m in self.members:
+            r = results.get(m.name, {})
+            role = roles[m.name]["role"]
+            if w.pattern == "rtt":
+                msgs = (w.count + w.warmup) if role != "idle" else 0
+            else:
+                msgs = (r.get("sent", 0) + (w.warmup if role in ("sender", "both") else 0)
+                        + r.get("received", 0) + r.get("warmup_received", 0))
+            cpu = m.cpu_seconds() - cpu0[m.name]
+            mem = m.memory()
+            out.members.append({"name": m.name, "kind": m.label, "role": role, "cpu_s": cpu, "msgs": msgs,
+                                "cpu_s_per_1k": cpu / msgs * 1000 if msgs else None, **mem})
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# a suite: clusters x workloads x repetitions
+# ---------------------------------------------------------------------------------------------
+
+#: the columns of a result table: (key, title)
+COLUMNS = [("java", "Java"), ("jgpy", "jgpy"), ("mixed_j", "mixed, Java sends"), ("mixed_p", "mixed, jgpy sends"),
+           ("mixed", "mixed")]
+
+
+def directions(kinds: str, w: Workload) -> list[tuple[str, str | None]]:
+    """(column, sender name) pairs to run ``w`` with in a cluster of ``kinds``: pure clusters once, mixed
+    clusters once per sender kind (``all``: once)."""
+    counts: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for k in kinds:
+        counts[k] = counts.get(k, 0) + 1
+        first.setdefault(k, f"{k}{counts[k]}")
+    if len(set(kinds)) == 1:
+        return [("java" if kinds[0] == "J" else "jgpy", first[kinds[0]])]
+    if w.pattern == "all":
+        return [("mixed", None)]
+    return [("mixed_j", first["J"]), ("mixed_p", first["P"])]
+
+
+def receiver_for(kinds: str, sender: str | None) -> str | None:
+    """The unicast/rtt peer of ``sender``: in a mixed cluster the first member of the other kind."""
+    if sender is None:
+        return None
+    other = "P" if sender[0] == "J" else "J"
+    if other in kinds:
+        return f"{other}1"
+    return next(f"{sender[0]}{i + 1}" for i in range(len(kinds)) if f"{sender[0]}{i + 1}" != sender)
+
+
+def summarize(values: list[float]) -> dict | None:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+
+
+def run_suite(groups: list[tuple[list[str], list[Workload]]], reps: int = 3, config: str = "udp.xml",
+              progress: Callable[[str], None] = print) -> list[dict]:
+    """Run every workload of each group in each of the group's clusters (started together), ``reps`` times,
+    the kinds interleaved per repetition. Returns one record per (workload, column) with every
+    repetition's :class:`Measurement` and the median/min/max of the headline figure."""
+    total = sum(reps * sum(len(directions(k, w)) for k in kinds) for kinds, ws in groups for w in ws)
+    done = 0
+    started = time.monotonic()
+    records: list[dict] = []
+    for kinds_list, workloads in groups:
+        progress(f"starting clusters {', '.join(kinds_list)} ...")
+        clusters: list[Cluster] = []
+        try:
+            for kinds in kinds_list:
+                c = Cluster(kinds, config)
+                clusters.append(c)
+                c.start()
+            for w in workloads:
+                recs: dict[str, dict] = {}
+                for rep in range(reps):
+                    for c in clusters:
+                        for column, sender in directions(c.kinds, w):
+                            m = c.measure(w, sender, receiver_for(c.kinds, sender))
+                            done += 1
+                            rec = recs.setdefault(column, {"workload": w.key, "title": w.title, "column": column,
+                                                           "cluster": c.kinds, "pattern": w.pattern, "size": w.size,
+                                                           "count": w.count, "warmup": w.warmup,
+                                                           "members": w.members, "runs": []})
+                            rec["runs"].append(m.to_dict())
+                            elapsed = time.monotonic() - started
+                            eta = elapsed / done * (total - done)
+                            progress(f"({done}/{total}, ~{eta / 60:.1f} min left) {w.title} | {column} | rep "
+                                     f"{rep + 1}/{reps}: {describe(m)}")
+                for rec in recs.values():
+                    finish_record(rec)
+                    records.append(rec)
+        finally:
+            for c in clusters:
+                c.close()
+    return records
+
+
+def describe(m: Measurement) -> str:
+    parts = []
+    if m.rtt:
+        parts.append(f"rtt median {m.rtt.get('median_us', 0):,.0f} us, p99 {m.rtt.get('p99_us', 0):,.0f} us")
+    if m.recv_msgs_per_s:
+        parts.append(f"{m.recv_msgs_per_s:,.0f} msgs/s ({m.recv_mb_per_s:,.1f} MB/s)")
+    if m.send_msgs_per_s and not m.rtt:
+        parts.append(f"sender {m.send_msgs_per_s:,.0f} msgs/s")
+    if not m.complete:
+        parts.append("INCOMPLETE " + "; ".join(e[:200] for e in m.errors))
+    return ", ".join(parts) or "no figures"
+
+
+def finish_record(rec: dict) -> None:
+    """Median/min/max over the repetitions of the record's figures."""
+    runs = [Measurement(**r) for r in rec["runs"]]
+    rec["complete"] = all(r.complete for r in runs)
+    rec["recv_msgs_per_s"] = summarize([r.recv_msgs_per_s for r in runs])
+    rec["recv_mb_per_s"] = summarize([r.recv_mb_per_s for r in runs])
+    rec["send_msgs_per_s"] = summarize([r.send_msgs_per_s for r in runs])
+    for q in ("median_us", "p99_us", "p999_us"):
+        rec[f"rtt_{q}"] = summarize([r.rtt.get(q) if r.rtt else None for r in runs])
+    per_kind: dict[str, dict] = {}
+    for role_kind in {(mb["kind"], mb["role"]) for r in runs for mb in r.members if mb["role"] != "idle"}:
+        kind, role = role_kind
+        sel = [mb for r in runs for mb in r.members if (mb["kind"], mb["role"]) == role_kind]
+        per_kind[f"{kind} {role}"] = {"peak_rss_mb": summarize([mb.get("peak_rss_mb") for mb in sel]),
+                                      "cpu_s_per_1k": summarize([mb.get("cpu_s_per_1k") for mb in sel])}
+    rec["per_member"] = per_kind
+
+
+# ---------------------------------------------------------------------------------------------
+# python -m jgpy perf
+# ---------------------------------------------------------------------------------------------
+
+def quick_workloads(scale: float = 1.0, size: int = 1000) -> list[Workload]:
+    ws = [Workload("mcast_1k_2", f"{size:,} B multicast, 1 sender, 2 members", "mcast", size, 50_000, 5_000),
+          Workload("unicast_1k", f"{size:,} B unicast stream, 2 members", "unicast", size, 30_000, 3_000),
+          Workload("rtt_100", "100 B request/response round trip", "rtt", 100, 5_000, 1_000)]
+    return [w.scaled(scale) for w in ws]
+
+
+def figure_of(rec: dict) -> str:
+    if rec["pattern"] == "rtt":
+        s = rec.get("rtt_p99_us")
+        med = rec.get("rtt_median_us")
+        return f"{med['median']:,.0f} / {s['median']:,.0f} us" if s and med else "-"
+    s = rec.get("recv_msgs_per_s")
+    return f"{s['median']:,.0f} msgs/s" if s else "-"
+
+
+def print_table(records: list[dict], out: Callable[[str], None] = print) -> None:
+    cols = [c for c in COLUMNS if any(r["column"] == c[0] for r in records)]
+    out("| workload | " + " | ".join(t for _, t in cols) + " | jgpy / Java |")
+    out("|---|" + "---:|" * (len(cols) + 1))
+    by = {}
+    for r in records:
+        by.setdefault(r["workload"], {})[r["column"]] = r
+    for key, row in by.items():
+        title = next(iter(row.values()))["title"]
+        ratio = "-"
+        j, p = row.get("java"), row.get("jgpy")
+        if j and p:
+            if j["pattern"] == "rtt" and j.get("rtt_p99_us") and p.get("rtt_p99_us"):
+                ratio = f"{p['rtt_p99_us']['median'] / j['rtt_p99_us']['median']:.2f} (p99)"
+            elif j.get("recv_msgs_per_s") and p.get("recv_msgs_per_s"):
+                ratio = f"{p['recv_msgs_per_s']['median'] / j['recv_msgs_per_s']['median']:.2f}"
+        cells = [figure_of(row[c]) + ("" if row[c]["complete"] else " (incomplete)") if c in row else "-"
+                 for c, _ in cols]
+        out(f"| {title} | " + " | ".join(cells) + f" | {ratio} |")
+    out("")
+    out("throughput: the receiver's rate (msgs/s, median of the repetitions); round trip: median / p99")
+
+
+def run_pair(sender_kind: str, receiver_kind: str, count: int, size: int, config: str = "udp.xml",
+             timeout: float = 120.0) -> "Outcome":
+    """One sender multicasting ``count`` messages of ``size`` bytes to one receiver (2 members)."""
+    label = f"{KINDS[sender_kind] if sender_kind == 'P' else 'Java'} -> {KINDS[receiver_kind] if receiver_kind == 'P' else 'Java'}"
+    w = Workload("pair", label, "mcast", size, count, max(10, count // 10))
+    with Cluster(sender_kind + receiver_kind, config) as c:
+        m = c.measure(w, c.names[0])
+    recv = [mb for mb in m.members if mb["role"] == "receiver"]
+    received = recv[0]["msgs"] - (w.warmup if m.complete else 0) if recv else 0
+    return Outcome(label, m.recv_msgs_per_s or 0.0, m.recv_mb_per_s or 0.0,
+                   count if m.complete else max(0, received), count,
+                   count / m.send_msgs_per_s if m.send_msgs_per_s else None)
+
 
 @dataclass
 class Outcome:
@@ -104,147 +643,43 @@ class Outcome:
         return self.received >= self.expected
 
 
-class _JgpyProc:
-    def __init__(self, name: str, group: str, cluster: str, members: int, count: int, size: int, expect: int,
-                 timeout: float, config: str, start_delay: float = 0.0):
-        cmd = [sys.executable, "-m", "jgpy", "perf", "--member", "--name", name, "--group", group,
-               "--cluster", cluster, "--members", str(members), "--count", str(count), "--size", str(size),
-               "--expect", str(expect), "--timeout", str(timeout), "--config", config,
-               "--start-delay", str(start_delay)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.lines: list[dict] = []
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    self.lines.append(json.loads(line))
-                except ValueError:
-                    pass
-
-    def wait_event(self, name: str, timeout: float) -> dict | None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for ev in self.lines:
-                if ev.get("event") == name:
-                    return ev
-            if self.proc.poll() is not None and not any(e.get("event") == name for e in self.lines):
-                self._t.join(1)
-                return next((e for e in self.lines if e.get("event") == name), None)
-            time.sleep(0.05)
-        return None
-
-    def close(self) -> None:
-        """The result is in: stop the member (a graceful leave would only wait for a gone coordinator)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-
-
-def run_pair(sender_kind: str, receiver_kind: str, count: int, size: int, config: str = "udp.xml",
-             timeout: float = 120.0) -> Outcome:
-    """One sender, one receiver (2 members); the receiver's message rate."""
-    addr, port = unique_group()
-    group = f"{addr}:{port}"
-    props = udp_props(addr, port)
-    cluster = f"perf-{uuid.uuid4().hex[:8]}"
-    label = f"{'Java' if sender_kind == 'J' else 'jgpy'} -> {'Java' if receiver_kind == 'J' else 'jgpy'}"
-    procs: list = []
-    try:
-        # the receiver joins first (it coordinates), then the sender
-        if receiver_kind == "J":
-            recv = JavaNode(name="R", jvm_args=("-Xmx1g",))
-            procs.append(recv)
-            recv.connect(config, cluster, props, receive="count")
-        else:
-            recv = _JgpyProc("R", group, cluster, 2, 0, size, count, timeout, config)
-            procs.append(recv)
-            if recv.wait_event("joined", 60) is None:
-                raise RuntimeError("the jgpy receiver did not start")
-        if sender_kind == "J":
-            send = JavaNode(name="S", jvm_args=("-Xmx1g",))
-            procs.append(send)
-            send.connect(config, cluster, props, receive="count")
-            time.sleep(0.5)
-            rep = send.call("send", timeout=timeout, dest=None, payload=bytes(size).hex(), count=count)
-            send_seconds = rep.get("seconds")
-        else:
-            send = _JgpyProc("S", group, cluster, 2, count, size, 0, timeout, config, start_delay=0.5)
-            procs.append(send)
-            res = send.wait_event("result", timeout)
-            send_seconds = res.get("send_seconds") if res else None
-        if receiver_kind == "J":
-            deadline = time.monotonic() + timeout
-            st = recv.call("stats")
-            while st["received"] < count and time.monotonic() < deadline:
-                time.sleep(0.2)
-                st = recv.call("stats")
-            secs = (st["last_recv_ns"] - st["first_recv_ns"]) / 1e9
-            n = st["received"]
-            return Outcome(label, (n - 1) / secs if secs > 0 else 0.0, st["received_bytes"] / secs / 1e6 if secs else 0,
-                           n, count, send_seconds)
-        res = recv.wait_event("result", timeout)
-        if res is None:
-            return Outcome(label, 0.0, 0.0, 0, count, send_seconds)
-        return Outcome(label, res["msgs_per_s"], res["mb_per_s"], res["received"], count, send_seconds)
-    finally:
-        for p in procs:
-            try:
-                p.close()
-            except Exception:  # noqa: BLE001
-                pass
-
-
-def run_matrix(count: int = 100_000, size: int = 1000, pairs=("JJ", "PP", "PJ", "JP"), progress=print) -> list[Outcome]:
-    out = []
-    for pair in pairs:
-        s, r = pair[0], pair[1]
-        progress(f"{'Java' if s == 'J' else 'jgpy'} -> {'Java' if r == 'J' else 'jgpy'}: {count} x {size} B ...")
-        o = run_pair(s, r, count, size)
-        progress(f"   {o.msgs_per_s:,.0f} msgs/s ({o.mb_per_s:.1f} MB/s), received {o.received}/{o.expected}")
-        out.append(o)
-    return out
-
-
 def main(args: argparse.Namespace) -> int:
     if args.member:
-        return run_member(args)
+        from jgpy.tools.perf_member import main as member_main
+        return member_main(args.name, args.cluster, args.config, args.prop)
     reason = java_unavailable_reason()
-    pairs = args.pairs.split(",") if args.pairs else (["JJ", "PP", "PJ", "JP"] if reason is None else ["PP"])
-    if reason and any("J" in p for p in pairs):
+    kinds = ["JJ", "PP", "JP"]
+    if reason:
         print(f"Java members are not available ({reason}): running jgpy only")
-        pairs = [p for p in pairs if "J" not in p]
-    results = run_matrix(args.count or 100_000, args.size, pairs)
+        kinds = ["PP"]
+    else:
+        ensure_compiled()
+    scale = args.scale if args.scale else (0.2 if args.quick else 1.0)
+    ws = quick_workloads(scale, args.size)
+    if args.count:
+        ws[0] = Workload(ws[0].key, ws[0].title, "mcast", args.size, args.count, max(10, args.count // 10))
+
+    def progress(msg: str) -> None:
+        print(f"[perf {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    records = run_suite([(kinds, ws)], reps=args.reps, config=args.config, progress=progress)
     print()
-    print("| sender -> receiver | msgs/s | MB/s | received |")
-    print("|---|---:|---:|---:|")
-    for o in results:
-        print(f"| {o.label} | {o.msgs_per_s:,.0f} | {o.mb_per_s:.1f} | {o.received}/{o.expected} |")
+    print_table(records)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump([o.__dict__ for o in results], f, indent=2)
-    return 0
+        Path(args.json).write_text(json.dumps(records, indent=2))
+        print(f"wrote {args.json}")
+    return 0 if all(r["complete"] for r in records) else 1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--count", type=int, default=0, help="messages to send (default 100000)")
-    p.add_argument("--size", type=int, default=1000, help="payload bytes (default 1000)")
-    p.add_argument("--pairs", default="", help="sender/receiver kinds, e.g. JJ,PP,PJ,JP (J=Java, P=jgpy)")
+    p.add_argument("--quick", action="store_true", help="fewer messages (a few seconds per measurement)")
+    p.add_argument("--scale", type=float, default=0.0, help="multiply every message count by this")
+    p.add_argument("--reps", type=int, default=1, help="repetitions of each measurement (default 1)")
+    p.add_argument("--size", type=int, default=1000, help="payload bytes of the throughput runs (default 1000)")
+    p.add_argument("--count", type=int, default=0, help="messages of the multicast run (default 50000)")
+    p.add_argument("--config", default="udp.xml", help="stack config (default: the jar's udp.xml)")
     p.add_argument("--json", default="", help="write the results to this file")
-    # a child member process (used by the orchestrator)
-    p.add_argument("--member", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--name", default="P", help=argparse.SUPPRESS)
-    p.add_argument("--group", default="", help=argparse.SUPPRESS)
+    p.add_argument("--member", action="store_true", help=argparse.SUPPRESS)     # a member process
+    p.add_argument("--name", default="P1", help=argparse.SUPPRESS)
     p.add_argument("--cluster", default="perf", help=argparse.SUPPRESS)
-    p.add_argument("--members", type=int, default=2, help=argparse.SUPPRESS)
-    p.add_argument("--expect", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--timeout", type=float, default=120.0, help=argparse.SUPPRESS)
-    p.add_argument("--config", default="udp.xml", help=argparse.SUPPRESS)
-    p.add_argument("--start-delay", type=float, default=0.0, help=argparse.SUPPRESS)
+    p.add_argument("--prop", action="append", default=[], help=argparse.SUPPRESS)
