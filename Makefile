@@ -52,7 +52,12 @@ test: build interop
 demo: build interop
 	$(VPY) -m jgpy demo
 
-bench: build interop
+# the raw loopback limit (sendmmsg/recvmmsg in C), the yardstick of the end-to-end benchmarks
+build/rawlimit: benchmarks/rawlimit.c
+	@mkdir -p build
+	$(CC) -O2 -Wall -pthread -o $@ $<
+
+bench: build interop build/rawlimit
 	$(VPY) benchmarks/run.py
 
 wheel: deps
