@@ -228,3 +228,116 @@ def test_kill_member_then_coordinator_jgpy_only(crash_clusters, figures, detecto
     c.start()
     for v in ("p3", "p1"):
         kill_and_check(c, v, detector, figures)
+
+
+# ---- two members at once: the coordinator and the member next in line ----
+
+@pytest.mark.parametrize("kinds,victims", [("JpJp", ["J1", "p1"]), ("pJpJ", ["p1", "J1"])],
+                         ids=["java-takes-over", "jgpy-takes-over"])
+def test_coordinator_and_next_in_line_killed_together(crash_clusters, figures, kinds, victims):
+    """Both predecessors of the third member crash at once: it must take over and exclude both.
+
+    This takes longer than one crash, with Java as with jgpy: the first FD_SOCK SUSPECT (of the coordinator)
+    arrives when the first unsuspected member is the other victim, so nobody acts on it until the monitor
+    re-sends it (``suspect_msg_interval``, 5 s). A Java member taking over may first install a view without
+    only the coordinator, and exclude the other victim one round later."""
+    detector = "FD_SOCK+FD_ALL"
+    c = crash_clusters(kinds, detector_config(detector))
+    c.start()
+    survivors = [m for m in c.members if m.name not in victims]
+    reset_received(survivors)
+    t0 = min(c.by_name(v).kill() for v in victims)
+    c.alive = survivors
+    threads, errors = start_traffic(survivors, 200, 50)
+    expected = [m.name for m in survivors]
+    c.assert_agreement(expected, timeout=detection_bound(detector) + 20)
+    assert survivors[0].view_names() == expected
+    for m in survivors:
+        dt = None
+        m._pump()
+        for ev in m.received.views:
+            if ev.get("_t", 0) >= t0 and not set(victims) & set(ev.get("names") or []):
+                dt = ev["_t"] - t0
+                break
+        assert dt is not None, m.received.views
+        figures(f"{detector}: kill -9 of {victims[0]} (coordinator) and {victims[1]} at once -> view at "
+                f"{m.kind} {m.name} (takes over: {expected[0]})", dt, "s")
+    check_traffic(survivors, threads, errors, 200, 50)
+    for m in survivors:
+        for v in victims:
+            assert_cleaned(m, v)
+
+
+# ---- a sender blocked on the credits of a member that crashed resumes with the next view ----
+
+@pytest.mark.parametrize("kinds,sender,victim", [("pJJ", "p1", "J1"), ("Jpp", "J1", "p1"), ("ppp", "p1", "p2")],
+                         ids=["jgpy-sender-java-victim", "java-sender-jgpy-victim", "jgpy-only"])
+def test_sender_blocked_by_crashed_member_resumes(crash_clusters, figures, kinds, sender, victim):
+    """Right after the kill a member multicasts 1.5 x max_credits: it runs out of the dead member's credits,
+    blocks in MFC until the view without it is installed, then resumes; the survivors get everything."""
+    detector = "FD_SOCK+FD_ALL"
+    c = crash_clusters(kinds, detector_config(detector))
+    c.start()
+    s, v = c.by_name(sender), c.by_name(victim)
+    survivors = [m for m in c.members if m is not v]
+    reset_received(survivors)
+    size, count = 10_000, 300                      # 3 MB: more than MFC's max_credits (2M) of the dead member
+    base = b"." * size + sender.encode()
+    key = base.decode()
+    t0 = v.kill()
+    c.alive = survivors
+    rep = s.node.send(payload=base, numbered=True, count=count, timeout=120)
+    t_done = time.monotonic()
+    c.assert_agreement([m.name for m in survivors], timeout=detection_bound(detector) + 10)
+    t_view = t0 + view_time_after(s, t0, victim)
+    figures(f"{s.kind} sender {sender}: multicast of {count * size / 1e6:.0f} MB blocked by crashed {v.kind} "
+            f"{victim}, finished after the kill", t_done - t0, "s")
+    figures(f"{s.kind} sender {sender}: the view without {victim} after the kill", t_view - t0, "s")
+    assert t_done >= t_view - 0.5, "the sender finished before the dead member was excluded: it did not block"
+    assert rep["seconds"] > 0.5
+    st = s.stats()
+    blockings = int(st["MFC"]["blockings"] if s.kind == "jgpy" else st["MFC"]["number_of_blockings"])
+    assert blockings > 0, st["MFC"]
+    for m in survivors:
+        assert m.wait_received(count, timeout=60), f"{m.name}: {m.received.count()} of {count}"
+        problems = check_fifo(m.received.by_sender, {key: count})
+        assert not problems, f"{m.name}: {problems}"
+        assert_cleaned(m, victim)
+
+
+# ---- a member crashes in the middle of a fragmented 10 MB multicast ----
+
+@pytest.mark.parametrize("kinds", ["Jpp", "ppp"], ids=["java-victim", "jgpy-only"])
+def test_crash_during_fragmented_multicast_cleans_fragments(crash_clusters, figures, kinds):
+    """The victim dies while its 10 MB message is half-way across: the survivors drop its incomplete
+    fragments with the view that excludes it (FRAG2's table is empty) and go on working."""
+    detector = "FD_SOCK+FD_ALL"
+    c = crash_clusters(kinds, detector_config(detector))
+    c.start()
+    v = c.members[0]
+    survivors = c.members[1:]
+    data = bytes(range(256)) * (10 * 1024 * 1024 // 256)
+    threading.Thread(target=lambda: _quietly(v.node.send, payload=data, timeout=60), daemon=True).start()
+    pending = 0
+    deadline = time.monotonic() + 30
+    while pending == 0 and time.monotonic() < deadline:
+        pending = survivors[0].stats()["FRAG2"]["pending"]
+    assert pending > 0, "never saw a partly received message"
+    v.kill()
+    c.alive = survivors
+    c.assert_agreement([m.name for m in survivors], timeout=detection_bound(detector) + 10)
+    for m in survivors:
+        assert wait_all(lambda: m.stats()["FRAG2"]["pending"] == 0, 10), m.stats()["FRAG2"]
+        assert_cleaned(m, v.name)
+        m._pump()
+        assert m.received.other == 0, f"{m.name} delivered the message of {v.name}: it was not cut off"
+    reset_received(survivors)
+    threads, errors = start_traffic(survivors, 100, 20)
+    check_traffic(survivors, threads, errors, 100, 20)
+
+
+def _quietly(fn, **kw) -> None:
+    try:
+        fn(**kw)
+    except Exception:  # noqa: BLE001 - the sender is killed on purpose
+        pass
