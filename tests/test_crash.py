@@ -15,6 +15,7 @@ the stock 2000 ms; VERIFY_SUSPECT's 1500 ms is part of every suspicion-to-view t
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -273,15 +274,16 @@ def test_coordinator_and_next_in_line_killed_together(crash_clusters, figures, k
 @pytest.mark.parametrize("kinds,sender,victim", [("pJJ", "p1", "J1"), ("Jpp", "J1", "p1"), ("ppp", "p1", "p2")],
                          ids=["jgpy-sender-java-victim", "java-sender-jgpy-victim", "jgpy-only"])
 def test_sender_blocked_by_crashed_member_resumes(crash_clusters, figures, kinds, sender, victim):
-    """Right after the kill a member multicasts 1.5 x max_credits: it runs out of the dead member's credits,
-    blocks in MFC until the view without it is installed, then resumes; the survivors get everything."""
+    """Right after the kill a member multicasts 2.5 x max_credits: it runs out of the dead member's credits,
+    blocks in MFC until the view without it is installed, then resumes; the survivors get everything, and
+    STABLE (triggered by max_bytes) purges the messages: its rounds no longer wait for the dead member."""
     detector = "FD_SOCK+FD_ALL"
     c = crash_clusters(kinds, detector_config(detector))
     c.start()
     s, v = c.by_name(sender), c.by_name(victim)
     survivors = [m for m in c.members if m is not v]
     reset_received(survivors)
-    size, count = 10_000, 300                      # 3 MB: more than MFC's max_credits (2M) of the dead member
+    size, count = 10_000, 500      # 5 MB: more than the dead member's MFC credits (2M) and STABLE's max_bytes (4M)
     base = b"." * size + sender.encode()
     key = base.decode()
     t0 = v.kill()
@@ -303,6 +305,20 @@ def test_sender_blocked_by_crashed_member_resumes(crash_clusters, figures, kinds
         problems = check_fifo(m.received.by_sender, {key: count})
         assert not problems, f"{m.name}: {problems}"
         assert_cleaned(m, victim)
+    # STABLE rounds complete without the dead member: the sender's messages are purged everywhere
+    for m in survivors:
+        assert wait_all(lambda: (window_low(m, sender) or 0) > 0, 20), \
+            f"{m.name}: {sender}'s messages are never purged (STABLE stuck after the crash?): {window_low(m, sender)}"
+
+
+def window_low(member, sender: str) -> int | None:
+    """The lowest seqno kept in ``member``'s NAKACK window of ``sender`` (it rises as STABLE purges)."""
+    st = member.stats()
+    if member.kind == "jgpy":
+        w = st["pbcast.NAKACK"]["windows"].get(sender)
+        return w[0] if w else None
+    m = re.search(rf"^{re.escape(sender)}: \[(\d+) : ", str(st["NAKACK"]["msgs"]), re.M)
+    return int(m.group(1)) if m else None
 
 
 # ---- a member crashes in the middle of a fragmented 10 MB multicast ----
