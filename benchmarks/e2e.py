@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""End-to-end benchmarks: Java-only, jgpy-only and mixed clusters in one invocation, plus the raw C limit.
+
+Every member is its own process on loopback with the jar's ``udp.xml`` (a private multicast group and
+cluster name per cluster); the engine is :mod:`jgpy.tools.perf`. The clusters of one size are started
+together and every workload runs ``reps`` times, the kinds interleaved per repetition, so that the noise
+of a shared machine hits all of them alike. ``build/rawlimit`` (``benchmarks/rawlimit.c``) measures what
+the loopback itself does at the same message sizes, in the same run.
+
+``main()`` returns a dict (and prints progress); run directly it also writes it as JSON::
+
+    python benchmarks/e2e.py [--scale 0.1] [--reps 3] [--json out.json] [--plots DIR]
+
+``markdown(result)`` renders the tables of ``benchmarks/RESULTS.md``; ``plots(result, dir)`` the PNGs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from jgpy.testing.java import ensure_compiled, java_unavailable_reason, unique_group  # noqa: E402
+from jgpy.tools import perf as P  # noqa: E402
+from jgpy.tools.perf import Workload  # noqa: E402
+
+RAWLIMIT_SRC = ROOT / "benchmarks" / "rawlimit.c"
+RAWLIMIT = ROOT / "build" / "rawlimit"
+
+#: the 2-member workloads (Java-only, jgpy-only, mixed in both directions)
+TWO = [
+    Workload("mcast_1k_2", "1 KB multicast, 1 sender, 2 members", "mcast", 1000, 100_000, 10_000, 2),
+    Workload("unicast_1k", "1 KB unicast stream, 2 members", "unicast", 1000, 60_000, 6_000, 2),
+    Workload("rtt_100", "100 B request/response, 2 members", "rtt", 100, 20_000, 2_000, 2),
+    Workload("mcast_100", "100 B multicast, 1 sender, 2 members", "mcast", 100, 100_000, 10_000, 2),
+    Workload("mcast_8k", "8 KB multicast, 1 sender, 2 members", "mcast", 8000, 20_000, 2_000, 2),
+    Workload("mcast_60k", "60 KB multicast, 1 sender, 2 members", "mcast", 60_000, 3_000, 300, 2),
+    Workload("mcast_1m", "1 MB multicast (fragmented), 1 sender, 2 members", "mcast", 1_000_000, 200, 20, 2),
+]
+#: the 3-member workloads
+THREE = [
+    Workload("mcast_1k_3", "1 KB multicast, 1 sender, 3 members", "mcast", 1000, 60_000, 6_000, 3),
+    Workload("all_1k_3", "1 KB multicast, all 3 members send", "all", 1000, 30_000, 3_000, 3),
+]
+#: message sizes of the throughput-by-size plot (workload keys)
+BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
+
+
+def progress(msg: str) -> None:
+    print(f"[e2e {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------- raw limit
+
+def ensure_rawlimit() -> Path:
+    """Build ``build/rawlimit`` when missing or older than its source (the Makefile does it for make bench)."""
+    if RAWLIMIT.is_file() and RAWLIMIT.stat().st_mtime >= RAWLIMIT_SRC.stat().st_mtime:
+        return RAWLIMIT
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise RuntimeError("no C compiler (cc) to build build/rawlimit: install gcc or run `make bench`")
+    RAWLIMIT.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([cc, "-O2", "-Wall", "-pthread", "-o", str(RAWLIMIT), str(RAWLIMIT_SRC)], check=True,
+                   timeout=120)
+    return RAWLIMIT
+
+
+def raw_spec(w: Workload) -> tuple[str, list[str]]:
+    """The rawlimit run that is the yardstick of ``w``: key and arguments."""
+    if w.pattern == "rtt":
+        return f"rtt_{w.size}", ["rtt", "--size", str(w.size), "--count", str(max(2000, w.count)),
+                                 "--warmup", str(max(200, w.warmup))]
+    size = min(w.size, 60_000)             # a fragmented message travels as datagrams of about 60 KB
+    count = 300_000 if size <= 1000 else 100_000 if size <= 8000 else 30_000
+    mode = "unicast" if w.pattern == "unicast" else "mcast"
+    return f"{mode}_{size}", ["stream", "--size", str(size), "--count", str(count)]
+
+
+def run_raw(workloads: list[Workload], reps: int, scale: float) -> dict[str, dict]:
+    """Every distinct rawlimit run, ``reps`` times: {key: {"runs": [...], "datagrams_per_s"/rtt: summary}}."""
+    exe = ensure_rawlimit()
+    specs: dict[str, list[str]] = {}
+    for w in workloads:
+        key, args = raw_spec(w)
+        specs.setdefault(key, args)
+    out: dict[str, dict] = {}
+    for key, args in specs.items():
+        args = list(args)
+        if args[0] == "stream":
+            i = args.index("--count")
+            args[i + 1] = str(max(20_000 if int(args[i + 1]) > 20_000 else 2000,
+                                  int(int(args[i + 1]) * min(1.0, scale))))
+            if key.startswith("mcast"):
+                addr, port = unique_group()
+                args += ["--mcast", f"{addr}:{port}"]
+        runs = []
+        for _ in range(reps):
+            res = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+            if res.returncode != 0:
+                raise RuntimeError(f"rawlimit {' '.join(args)} failed: {res.stderr.strip()}")
+            runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
+        rec: dict = {"args": args, "runs": runs}
+        if args[0] == "stream":
+            rec["datagrams_per_s"] = P.summarize([r["datagrams_per_s"] for r in runs])
+            rec["mb_per_s"] = P.summarize([r["mb_per_s"] for r in runs])
+            rec["received_share"] = P.summarize([r["received_share"] for r in runs])
+            progress(f"raw limit {key}: {rec['datagrams_per_s']['median']:,.0f} datagrams/s "
+                     f"({rec['mb_per_s']['median']:,.0f} MB/s)")
+        else:
+            for q in ("median_us", "p99_us", "p999_us"):
+                rec[q] = P.summarize([r[q] for r in runs])
+            progress(f"raw limit {key}: round trip median {rec['median_us']['median']:.1f} us, "
+                     f"p99 {rec['p99_us']['median']:.1f} us")
+        out[key] = rec
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the suite
+
+def groups(scale: float, members3: bool = True, java: bool = True) -> list[tuple[list[str], list[Workload]]]:
+    two = [w.scaled(scale) for w in TWO]
+    three = [w.scaled(scale) for w in THREE]
+    out = [(["JJ", "PP", "JP"] if java else ["PP"], two)]
+    if members3:
+        out.append((["JJJ", "PPP", "JPP"] if java else ["PPP"], three))
+    return out
+
+
+def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml") -> dict:
+    """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it)."""
+    started = time.time()
+    reason = java_unavailable_reason()
+    if reason:
+        progress(f"no Java peer ({reason}): jgpy-only clusters")
+    else:
+        ensure_compiled()
+    gs = groups(scale, members3, java=reason is None)
+    workloads = [w for _, ws in gs for w in ws]
+    n = sum(reps * sum(len(P.directions(k, w)) for k in ks) for ks, ws in gs for w in ws)
+    progress(f"{n} measurements ({reps} repetitions), config {config}, scale {scale:g}")
+    raw = run_raw(workloads, reps, scale)
+    records = P.run_suite(gs, reps=reps, config=config, progress=progress)
+    for rec in records:
+        rec["raw"] = raw_spec(next(w for w in workloads if w.key == rec["workload"]))[0]
+    return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
+            "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+
+def _rows(result: dict) -> dict[str, dict[str, dict]]:
+    """{workload: {column: record}} in suite order."""
+    out: dict[str, dict[str, dict]] = {}
+    for rec in result["records"]:
+        out.setdefault(rec["workload"], {})[rec["column"]] = rec
+    return out
+
+
+def _med(rec: dict | None, key: str) -> float | None:
+    if not rec or not rec.get(key):
+        return None
+    return rec[key]["median"]
+
+
+def _fmt(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def _cell(rec: dict | None, key: str, digits: int = 0) -> str:
+    if not rec or not rec.get(key):
+        return "-"
+    s = rec[key]
+    txt = f"{s['median']:,.{digits}f}"
+    if s["n"] > 1:
+        txt += f" ({s['min']:,.{digits}f}–{s['max']:,.{digits}f})"
+    return txt + ("" if rec.get("complete", True) else " INCOMPLETE")
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def _mixed(row: dict) -> tuple[dict | None, dict | None]:
+    """(Java sends, jgpy sends); an all-send run is both."""
+    if "mixed" in row:
+        return row["mixed"], row["mixed"]
+    return row.get("mixed_j"), row.get("mixed_p")
+
+
+def _raw_rate(result: dict, rec: dict, size: int) -> float | None:
+    """The raw limit in messages per second of ``size`` bytes (a 1 MB message = 1 MB of 60 KB datagrams)."""
+    raw = result["raw"].get(rec.get("raw", ""))
+    if not raw or not raw.get("mb_per_s"):
+        return None
+    if size <= 60_000:
+        return raw["datagrams_per_s"]["median"]
+    return raw["mb_per_s"]["median"] * 1e6 / size
+
+
+def headline(result: dict) -> list[tuple[str, str]]:
+    """The targets of the performance work, as ratios taken in this run."""
+    rows = _rows(result)
+    out = []
+    m = rows.get("mcast_1k_2", {})
+    j, p = _med(m.get("java"), "recv_msgs_per_s"), _med(m.get("jgpy"), "recv_msgs_per_s")
+    out.append(("jgpy / Java throughput, 1 KB multicast, 1 sender, 2 members", _ratio(p, j)))
+    u = rows.get("unicast_1k", {})
+    out.append(("jgpy / Java throughput, 1 KB unicast", _ratio(_med(u.get("jgpy"), "recv_msgs_per_s"),
+                                                             _med(u.get("java"), "recv_msgs_per_s"))))
+    r = rows.get("rtt_100", {})
+    out.append(("jgpy / Java round-trip p99, 100 B", _ratio(_med(r.get("jgpy"), "rtt_p99_us"),
+                                                           _med(r.get("java"), "rtt_p99_us"))))
+    out.append(("jgpy / Java round-trip median, 100 B", _ratio(_med(r.get("jgpy"), "rtt_median_us"),
+                                                              _med(r.get("java"), "rtt_median_us"))))
+    jr = _member_fig(m.get("java"), "java receiver", "peak_rss_mb")
+    pr = _member_fig(m.get("jgpy"), "jgpy receiver", "peak_rss_mb")
+    out.append(("jgpy / JVM member peak RSS (receiver, 1 KB multicast)", _ratio(pr, jr)))
+    if j and p:
+        for col, label in (("mixed_j", "Java sends"), ("mixed_p", "jgpy sends")):
+            mx = _med(m.get(col), "recv_msgs_per_s")
+            out.append((f"mixed ({label}) / slower pure, 1 KB multicast", _ratio(mx, min(j, p))))
+    if m:
+        raw = _raw_rate(result, next(iter(m.values())), 1000)
+        out.append(("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", _ratio(p, raw)))
+        out.append(("Java / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", _ratio(j, raw)))
+        big = result["raw"].get("mcast_60000", {}).get("mb_per_s")
+        if big:                            # the ceiling of a stack that bundles perfectly: bytes in 60 KB datagrams
+            pm, jm = _med(m.get("jgpy"), "recv_mb_per_s"), _med(m.get("java"), "recv_mb_per_s")
+            out.append(("jgpy / raw C limit in bytes, 1 KB multicast (MB/s vs 60 KB datagrams' MB/s)",
+                        _ratio(pm, big["median"])))
+            out.append(("Java / raw C limit in bytes, 1 KB multicast (MB/s vs 60 KB datagrams' MB/s)",
+                        _ratio(jm, big["median"])))
+    return out
+
+
+def _member_fig(rec: dict | None, who: str, key: str) -> float | None:
+    if not rec:
+        return None
+    s = (rec.get("per_member") or {}).get(who, {}).get(key)
+    return s["median"] if s else None
+
+
+def markdown(result: dict) -> list[str]:
+    rows = _rows(result)
+    md = ["### Targets (ratios from this run; throughput: below 1 means jgpy is slower; latency and RSS: above 1 "
+          "means jgpy is worse)", "", "| target | ratio |", "|---|---:|"]
+    md += [f"| {k} | {v} |" for k, v in headline(result)]
+    md += ["", "### Throughput", "",
+           "Receiver msgs/s between the first and the last measured message (mean over the receivers), median "
+           "(min–max) of the repetitions. Raw limit: `build/rawlimit` with datagrams of the message's size "
+           "(1 MB: 60 KB datagrams, in 1 MB messages per second) on the same transport (multicast / unicast).", "",
+           "| configuration | Java | jgpy | mixed, Java sends | mixed, jgpy sends | raw limit | jgpy / Java | "
+           "mixed / slower pure | jgpy / raw |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key, row in rows.items():
+        first = next(iter(row.values()))
+        if first["pattern"] == "rtt":
+            continue
+        mj, mp = _mixed(row)
+        j, p = _med(row.get("java"), "recv_msgs_per_s"), _med(row.get("jgpy"), "recv_msgs_per_s")
+        raw = _raw_rate(result, first, first["size"])
+        slower = min(j, p) if j and p else None
+        mixed_r = "-"
+        if slower:
+            vals = [_med(x, "recv_msgs_per_s") for x in ((mj,) if mj is mp else (mj, mp))]
+            mixed_r = " / ".join(_ratio(v, slower) for v in vals)
+        mp_cell = "(all send: see left)" if mj is mp and mj else _cell(mp, "recv_msgs_per_s")
+        md.append(f"| {first['title']} | {_cell(row.get('java'), 'recv_msgs_per_s')} | "
+                  f"{_cell(row.get('jgpy'), 'recv_msgs_per_s')} | {_cell(mj, 'recv_msgs_per_s')} | {mp_cell} | "
+                  f"{_fmt(raw)} | {_ratio(p, j)} | {mixed_r} | {_ratio(p, raw)} |")
+    md += ["", "Same runs in MB/s (payload bytes) and the sender's rate (measured messages / time to send them; "
+           "flow control paces it to the receivers):", "",
+           "| configuration | Java MB/s | jgpy MB/s | mixed MB/s (Java / jgpy sends) | Java sender msgs/s | "
+           "jgpy sender msgs/s | mixed sender msgs/s (Java / jgpy sends) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for key, row in rows.items():
+        first = next(iter(row.values()))
+        if first["pattern"] == "rtt":
+            continue
+        mj, mp = _mixed(row)
+        md.append(f"| {first['title']} | {_fmt(_med(row.get('java'), 'recv_mb_per_s'), 1)} | "
+                  f"{_fmt(_med(row.get('jgpy'), 'recv_mb_per_s'), 1)} | "
+                  f"{_fmt(_med(mj, 'recv_mb_per_s'), 1)} / {_fmt(_med(mp, 'recv_mb_per_s'), 1)} | "
+                  f"{_fmt(_med(row.get('java'), 'send_msgs_per_s'))} | {_fmt(_med(row.get('jgpy'), 'send_msgs_per_s'))} | "
+                  f"{_fmt(_med(mj, 'send_msgs_per_s'))} / {_fmt(_med(mp, 'send_msgs_per_s'))} |")
+    for key, row in rows.items():
+        first = next(iter(row.values()))
+        if first["pattern"] != "rtt":
+            continue
+        raw = result["raw"].get(first.get("raw", ""), {})
+        md += ["", f"### Round trip: {first['title']}", "",
+               f"Requester-side round trips in microseconds over {first['count']:,} requests after "
+               f"{first['warmup']:,} warm-up (regular unicasts both ways), median (min–max) of the repetitions. "
+               "Raw limit: a C ping-pong of one datagram.", "",
+               "| percentile | Java | jgpy | mixed, Java requests | mixed, jgpy requests | raw limit | jgpy / Java |",
+               "|---|---:|---:|---:|---:|---:|---:|"]
+        for q, label in (("median_us", "median"), ("p99_us", "p99"), ("p999_us", "p99.9")):
+            k = f"rtt_{q}"
+            md.append(f"| {label} | {_cell(row.get('java'), k)} | {_cell(row.get('jgpy'), k)} | "
+                      f"{_cell(row.get('mixed_j'), k)} | {_cell(row.get('mixed_p'), k)} | "
+                      f"{_fmt(raw.get(q, {}).get('median'), 1)} | "
+                      f"{_ratio(_med(row.get('jgpy'), k), _med(row.get('java'), k))} |")
+    md += ["", "### Per member: peak RSS and CPU", "",
+           "Peak RSS = VmHWM during the measurement (reset before it); CPU = user + system seconds of the whole "
+           "process (all threads, JIT and GC included) per 1,000 messages it sent or received (round trips for "
+           "request/response). Medians over the repetitions; mixed: the member of that kind and role in a mixed "
+           "cluster (e.g. a jgpy receiver is the one a Java member sent to).", "",
+           "| configuration | member | Java MB | jgpy MB | mixed MB (java / jgpy) | Java CPU s/1k | jgpy CPU s/1k | "
+           "mixed CPU s/1k (java / jgpy) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for key, row in rows.items():
+        first = next(iter(row.values()))
+        mixed = [row[c] for c in ("mixed_j", "mixed_p", "mixed") if c in row]
+        roles = sorted({k.split(" ", 1)[1] for rec in row.values() for k in (rec.get("per_member") or {})})
+        for role in roles:
+            def fig(recs, kind, what):
+                vals = [_member_fig(rec, f"{kind} {role}", what) for rec in recs]
+                return _fmt(next((v for v in vals if v is not None), None), 1 if what == "peak_rss_mb" else 4)
+            md.append(f"| {first['title']} | {role} | {fig([row.get('java')], 'java', 'peak_rss_mb')} | "
+                      f"{fig([row.get('jgpy')], 'jgpy', 'peak_rss_mb')} | "
+                      f"{fig(mixed, 'java', 'peak_rss_mb')} / {fig(mixed, 'jgpy', 'peak_rss_mb')} | "
+                      f"{fig([row.get('java')], 'java', 'cpu_s_per_1k')} | "
+                      f"{fig([row.get('jgpy')], 'jgpy', 'cpu_s_per_1k')} | "
+                      f"{fig(mixed, 'java', 'cpu_s_per_1k')} / {fig(mixed, 'jgpy', 'cpu_s_per_1k')} |")
+    md += ["", "### Raw limit of the machine (`build/rawlimit`)", "",
+           "| run | datagrams/s | MB/s | received share | round trip median / p99 / p99.9 us |",
+           "|---|---:|---:|---:|---:|"]
+    for key, raw in result["raw"].items():
+        if raw.get("datagrams_per_s"):
+            md.append(f"| {key} | {_cell(raw, 'datagrams_per_s')} | {_cell(raw, 'mb_per_s')} | "
+                      f"{_fmt(raw['received_share']['median'], 3)} | - |")
+        else:
+            md.append(f"| {key} | - | - | - | {_fmt(raw['median_us']['median'], 1)} / "
+                      f"{_fmt(raw['p99_us']['median'], 1)} / {_fmt(raw['p999_us']['median'], 1)} |")
+    problems = [(rec["workload"], rec["column"], e) for rec in result["records"] for r in rec["runs"]
+                for e in r["errors"]]
+    if problems:
+        md += ["", "### Problems during the run", ""]
+        md += [f"- {w} / {c}: {e[:300]}" for w, c, e in problems]
+    return md
+
+
+def plots(result: dict, out_dir: Path, prefix: str = "") -> list[Path]:
+    """throughput_by_size.png (MB/s and msgs/s by message size) and latency_cdf.png; [] without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        progress("matplotlib is not installed: no plots (pip install matplotlib)")
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = _rows(result)
+    written = []
+    series = [("java", "Java"), ("jgpy", "jgpy"), ("mixed_j", "mixed, Java sends"), ("mixed_p", "mixed, jgpy sends")]
+    keys = [k for k in BY_SIZE if k in rows]
+    if keys:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        sizes = [next(iter(rows[k].values()))["size"] for k in keys]
+        for col, label in series:
+            for ax, metric in zip(axes, ("recv_mb_per_s", "recv_msgs_per_s")):
+                pts = [(s, rows[k][col][metric]) for s, k in zip(sizes, keys) if col in rows[k] and rows[k][col].get(metric)]
+                if not pts:
+                    continue
+                xs = [s for s, _ in pts]
+                med = [v["median"] for _, v in pts]
+                err = [[v["median"] - v["min"] for _, v in pts], [v["max"] - v["median"] for _, v in pts]]
+                ax.errorbar(xs, med, yerr=err, marker="o", capsize=3, label=label)
+        raw_pts = []
+        for s, k in zip(sizes, keys):
+            first = next(iter(rows[k].values()))
+            rr = _raw_rate(result, first, s)
+            if rr:
+                raw_pts.append((s, rr))
+        if raw_pts:
+            axes[0].plot([s for s, _ in raw_pts], [r * s / 1e6 for s, r in raw_pts], "k--", marker="x",
+                         label="raw limit (C, datagrams of that size)")
+            axes[1].plot([s for s, _ in raw_pts], [r for _, r in raw_pts], "k--", marker="x", label="raw limit")
+        for ax, ylabel in zip(axes, ("receiver MB/s", "receiver msgs/s")):
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("message size (bytes)")
+            ax.set_ylabel(ylabel)
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0].legend(fontsize=8)
+        fig.suptitle("Multicast throughput by message size (1 sender, 2 members, udp.xml, loopback)")
+        fig.tight_layout()
+        p = out_dir / f"{prefix}throughput_by_size.png"
+        fig.savefig(p, dpi=100)
+        plt.close(fig)
+        written.append(p)
+    if "rtt_100" in rows:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        qs = [i / 1000 for i in range(1001)]
+        for col, label in series:
+            rec = rows["rtt_100"].get(col)
+            if not rec:
+                continue
+            runs = [r for r in rec["runs"] if r.get("rtt") and r["rtt"].get("cdf_us")]
+            if not runs:
+                continue
+            runs.sort(key=lambda r: r["rtt"]["p99_us"])
+            run_ = runs[len(runs) // 2]             # the repetition with the median p99
+            ax.plot(run_["rtt"]["cdf_us"], qs, label=label.replace("sends", "requests"))
+        raw = next((v for k, v in result["raw"].items() if k.startswith("rtt")), None)
+        if raw:
+            runs = sorted(raw["runs"], key=lambda r: r["p99_us"])
+            ax.plot(runs[len(runs) // 2]["cdf_us"], qs, "k--", label="raw limit (C ping-pong)")
+        ax.set_xscale("log")
+        ax.set_xlabel("round trip (us)")
+        ax.set_ylabel("fraction of round trips")
+        ax.set_title("100 B request/response round trips (CDF)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        p = out_dir / f"{prefix}latency_cdf.png"
+        fig.savefig(p, dpi=100)
+        plt.close(fig)
+        written.append(p)
+    return written
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", type=float, default=float(os.environ.get("JGPY_BENCH_E2E_SCALE", 1.0)),
+                    help="multiply every message count by this (default 1)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions (default 3)")
+    ap.add_argument("--no-3", dest="members3", action="store_false", help="skip the 3-member clusters")
+    ap.add_argument("--config", default="udp.xml", help="stack config (default: the jar's udp.xml)")
+    ap.add_argument("--json", default="", help="write the result to this file")
+    ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
+    args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
+    result = run(args.scale, args.reps, args.members3, args.config)
+    if args.plots:
+        for p in plots(result, Path(args.plots)):
+            progress(f"wrote {p}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    res = main()
+    print("\n".join(markdown(res)))
+    sys.exit(0 if all(r["complete"] for r in res["records"]) else 1)
