@@ -78,13 +78,17 @@ class Property:
             self.name = name
         self.attr = name
 
+    # A non-data descriptor: a value set on the instance (every protocol gets its defaults in
+    # ``Protocol.__init__``) shadows it, so reading a property in a hot path is a plain attribute lookup.
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        return obj.__dict__.get(self.attr, self.default if not isinstance(self.default, list) else list(self.default))
-
-    def __set__(self, obj, value) -> None:
+        value = list(self.default) if isinstance(self.default, list) else self.default
         obj.__dict__[self.attr] = value
+        return value
+
+    def fresh_default(self) -> Any:
+        return list(self.default) if isinstance(self.default, list) else self.default
 
 
 def ignored(reason: str) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from jgpy._core.batch import split_by_header
 from jgpy.stack.events import Event, EventType
-from jgpy.stack.properties import Property, to_bool
+from jgpy.stack.properties import Property, properties_of, to_bool
 
 if TYPE_CHECKING:
     from jgpy.stack.stack import ProtocolStack
@@ -36,6 +36,8 @@ class Protocol:
     ergonomics = Property(to_bool, True, "let the protocol adjust some of its properties to the cluster size")
 
     def __init__(self) -> None:
+        for prop in properties_of(type(self)).values():      # defaults as instance attributes (fast reads)
+            self.__dict__.setdefault(prop.attr, prop.fresh_default())
         self.up_prot: Protocol | None = None
         self.down_prot: Protocol | None = None
         self.stack: ProtocolStack | None = None
