@@ -28,3 +28,107 @@ def test_benchmark_workload_matches_java(java_codec):
     hexes = json.loads(out)
     assert bytes.fromhex(hexes["single_hex"]) == W.single_datagram()
     assert bytes.fromhex(hexes["bundle_hex"]) == W.bundle_datagram(64)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the rest of the suite (make bench): micro benchmarks, the raw limit, the end-to-end runs, rendering
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_micro_benchmarks_run_once():
+    """Seqno tables, FRAG2 and the UDP core benchmarks run (once each, untimed) and their checks pass."""
+    files = [str(ROOT / "benchmarks" / f) for f in ("test_tables.py", "test_frag2.py", "test_udp_core.py")]
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-disable",
+                          *files], cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+
+
+def test_rawlimit_stream_and_rtt():
+    """build/rawlimit builds and reports a stream (unicast and multicast) and a ping-pong as one JSON line each."""
+    import json
+    import shutil
+
+    import pytest
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler to build build/rawlimit")
+    from benchmarks import e2e
+    from jgpy.testing.java import unique_group
+
+    exe = str(e2e.ensure_rawlimit())
+    addr, port = unique_group()
+    for extra in ([], ["--mcast", f"{addr}:{port}"]):
+        out = subprocess.run([exe, "stream", "--size", "1000", "--count", "5000", *extra], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+        r = json.loads(out)
+        assert r["sent"] == 5000 and 0 < r["received"] <= 5000 and r["datagrams_per_s"] > 0
+        assert r["transport"] == ("multicast" if extra else "unicast")
+    r = json.loads(subprocess.run([exe, "rtt", "--size", "100", "--count", "500", "--warmup", "50"],
+                                  capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert r["n"] == 500 and 0 < r["min_us"] <= r["median_us"] <= r["p99_us"] <= r["max_us"]
+    assert len(r["cdf_us"]) == 1001 and r["cdf_us"] == sorted(r["cdf_us"])
+    bad = subprocess.run([exe, "stream", "--size", "70000"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "--size" in bad.stderr
+
+
+def test_rtt_stats_nearest_rank():
+    """The jgpy member's percentiles use the nearest-rank rule (the one PerfNode.java and rawlimit use)."""
+    from jgpy.tools.perf_member import rtt_stats
+
+    s = rtt_stats([i * 1000 for i in range(1, 1001)])          # 1..1000 us
+    assert (s["n"], s["min_us"], s["median_us"], s["p99_us"], s["p999_us"], s["max_us"]) == (1000, 1, 500, 990, 999, 1000)
+    assert s["cdf_us"][0] == 1 and s["cdf_us"][500] == 500 and s["cdf_us"][1000] == 1000
+    assert rtt_stats([]) == {"n": 0}
+
+
+def test_members_reject_bad_commands():
+    """Both kinds of benchmark member answer a bad command with an error and keep serving."""
+    from jgpy.testing.java import java_unavailable_reason
+    from jgpy.tools.perf import MemberProcess, PerfError
+    import pytest
+
+    kinds = ["P"] + ([] if java_unavailable_reason() else ["J"])
+    for kind in kinds:
+        m = MemberProcess(kind, f"{kind}x", "perf-bad", "udp.xml", {})
+        try:
+            assert m.wait_event(lambda e: e.get("event") == "started", 60) is not None, m.log_tail()
+            for cmd, args in (("nonsense", {}), ("go", {"run": 1}), ("arm", {"role": "juggler", "size": 100})):
+                with pytest.raises(PerfError):
+                    m.call(cmd, wait=30, **args)
+            m.call("stop", wait=30, run=7)                     # nothing armed: a no-op, answered
+        finally:
+            m.close()
+        assert m.proc.returncode is not None
+
+
+def test_e2e_suite_tiny(tmp_path):
+    """The whole end-to-end suite at a few hundred messages per run, 1 repetition: every cluster (Java-only,
+    jgpy-only, mixed; 2 and 3 members) completes every workload, and the tables and plots render."""
+    import json
+
+    from benchmarks import e2e
+    from tests.conftest import require_java
+
+    require_java()
+    res = e2e.run(scale=0.002, reps=1)
+    bad = [(r["workload"], r["column"], [x["errors"] for x in r["runs"]]) for r in res["records"] if not r["complete"]]
+    assert not bad, bad
+    cols = {(r["workload"], r["column"]) for r in res["records"]}
+    for w in e2e.TWO:
+        assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
+    assert {("all_1k_3", c) for c in ("java", "jgpy", "mixed")} <= cols
+    for r in res["records"]:
+        if r["pattern"] == "rtt":
+            assert r["rtt_p99_us"]["median"] > 0
+        else:
+            assert r["recv_msgs_per_s"]["median"] > 0 and r["send_msgs_per_s"]["median"] > 0
+        for run in r["runs"]:
+            assert all(m.get("peak_rss_mb", 0) > 0 for m in run["members"])
+    md = "\n".join(e2e.markdown(res))
+    assert "| jgpy / Java throughput, 1 KB multicast, 1 sender, 2 members |" in md and "INCOMPLETE" not in md
+    json.dumps(res)                                            # the JSON file can be written
+    pngs = e2e.plots(res, tmp_path)
+    try:
+        import matplotlib  # noqa: F401
+        assert sorted(p.name for p in pngs) == ["latency_cdf.png", "throughput_by_size.png"]
+        assert all(p.stat().st_size > 10_000 for p in pngs)
+    except ImportError:
+        assert pngs == []
