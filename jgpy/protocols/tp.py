@@ -1,7 +1,7 @@
 """TP: what every transport does (``org.jgroups.protocols.TP``).
 
-Sending: every message gets the transport header (the cluster name) last; multicasts are delivered to
-ourselves right away (``loopback``) and regular multicasts are bundled; unicasts are sent to the
+Sending: every message gets the transport header (the cluster name) last; a copy of every multicast (and
+of every unicast to ourselves) goes up to ourselves (``loopback``) and regular multicasts are bundled; unicasts are sent to the
 physical address learned from discovery. Receiving: datagrams are decoded in batches, messages of other
 clusters and our own multicasts (looped back by the kernel) are dropped, the rest go up as one batch.
 Bad datagrams (another version, malformed bytes) are counted and logged, never fatal.
@@ -9,6 +9,7 @@ Bad datagrams (another version, malformed bytes) are counted and logged, never f
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -27,6 +28,55 @@ from jgpy.stack.protocol import Protocol
 
 OOB = Message.OOB
 DONT_BUNDLE = Message.DONT_BUNDLE
+
+
+class Loopback:
+    """Our own messages, passed up in batches on a thread of their own.
+
+    Java 2.12 hands each loopback copy to its thread pools; jgpy queues them and one thread passes
+    everything queued so far up as one batch, so a fast sender pays an append per message, not a trip up
+    the stack (own messages are delivered in the order they were sent).
+    """
+
+    def __init__(self, up: "TP", name: str) -> None:
+        self.tp = up
+        self._q: collections.deque = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._waiting = False
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def add(self, msg: Message) -> None:
+        with self._cond:
+            self._q.append(msg)
+            if self._waiting:
+                self._waiting = False
+                self._cond.notify()
+
+    def _run(self) -> None:
+        q, tp = self._q, self.tp
+        while True:
+            with self._cond:
+                while not q and self._running:
+                    self._waiting = True
+                    self._cond.wait()
+                if not q:
+                    return
+                batch = list(q)
+                q.clear()
+            try:
+                tp.up_prot.up_batch(batch)
+            except Exception:  # noqa: BLE001 - a failure above must not end loopback delivery
+                tp.counters["up_errors"] += 1
+                tp.log.exception("%s: loopback delivery of %d message(s) failed", tp.local_addr, len(batch))
+
+    def stop(self, timeout: float = 2.0) -> None:
+        with self._cond:
+            self._running = False
+            self._cond.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
 
 
 class TP(Protocol):
@@ -82,10 +132,20 @@ class TP(Protocol):
         self._tp_header: TpHeader | None = None
         self._cluster_utf = b""
         self._rl = RateLimitedLog(self.log)
+        self._loopback: Loopback | None = None
         self.counters = {"msgs_sent": 0, "bytes_sent": 0, "msgs_received": 0, "datagrams_received": 0,
                          "dropped_version": 0, "dropped_malformed": 0, "dropped_other_cluster": 0,
                          "dropped_no_tp_header": 0, "dropped_own_mcast": 0, "dropped_no_physical_addr": 0,
                          "loopbacks": 0, "up_errors": 0}
+
+    def start(self) -> None:
+        port = self.physical_addr.port if self.physical_addr is not None else id(self)
+        self._loopback = Loopback(self, f"jgpy-loopback-{port}")
+
+    def stop(self) -> None:
+        lb, self._loopback = self._loopback, None
+        if lb is not None:
+            lb.stop()
 
     # ---- to be provided by the concrete transport ----
 
@@ -180,13 +240,10 @@ class TP(Protocol):
             return None
         multicast = dest is None
         if self.loopback and (multicast or (dest == self.local_addr and msg.src == self.local_addr)):
-            copy = msg.copy()
             self.counters["loopbacks"] += 1
-            try:
-                self.up_prot.up_batch([copy])
-            except Exception:  # noqa: BLE001 - a failure above must not fail the send
-                self.counters["up_errors"] += 1
-                self.log.exception("%s: loopback delivery failed", self.local_addr)
+            lb = self._loopback
+            if lb is not None:
+                lb.add(msg.copy())
             if not multicast:
                 return None
         self._send(msg, dest, multicast)

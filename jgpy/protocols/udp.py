@@ -85,6 +85,7 @@ class UDP(TP):
         ]
         for loop in self._loops:
             loop.start()
+        super().start()
         # as Java's TP: tell the protocols above which interface the transport uses (FD_SOCK binds there too)
         self.up_prot.up(Event(EventType.CONFIG, {"bind_addr": bind}))
 
@@ -168,6 +169,7 @@ class UDP(TP):
         self._bundler.start()
 
     def stop(self) -> None:
+        super().stop()
         if self._bundler is not None:
             self._bundler.stop()
             self._bundler = None

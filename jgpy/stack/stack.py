@@ -93,10 +93,24 @@ class ProtocolStack:
         self.top = top
         self.protocols[-1].up_prot = top
         top.down_prot = self.protocols[-1]
+        self._bypass_pass_through()
         top.stack = self
         self.timer: TimeScheduler | None = None
         self.delivery: SerialExecutor | None = None
         self.oob_delivery: SerialExecutor | None = None
+
+    def _bypass_pass_through(self) -> None:
+        """Let messages skip protocols that do not handle them.
+
+        A protocol that does not override ``down_msg`` (or ``up_batch``) would only pass the message on; its
+        bound method is replaced by its neighbour's, so the caller calls the next protocol that cares
+        directly (one Python call less per message and layer). Control events still visit every layer."""
+        for p in self.protocols[1:]:                      # bottom-up: a chain of pass-throughs collapses
+            if type(p).down_msg is Protocol.down_msg:
+                p.down_msg = p.down_prot.down_msg
+        for p in reversed(self.protocols):                # top-down
+            if type(p).up_batch is Protocol.up_batch and p.up_prot is not None:
+                p.up_batch = p.up_prot.up_batch
 
     def _protocol_id(self, name: str, props: dict[str, str]) -> int:
         if "id" in props:
