@@ -165,7 +165,7 @@ def test_loss_and_retransmission(cluster_factory, kinds, mcast_xmit):
     """10 % loss both ways on the jgpy members; with use_mcast_xmit=false (tcp.xml's choice) retransmissions
     travel as XMIT_RSP unicasts between Java and jgpy."""
     base = stock() if mcast_xmit else stock().with_properties("pbcast.NAKACK", use_mcast_xmit="false")
-    lossy = base.insert("DISCARD", {"up": "0.1", "down": "0.1"}, after="UDP")
+    lossy = base.insert("DISCARD", {"up": "0.1", "down": "0.1", "excludeItself": "false"}, after="UDP")
     c = cluster_factory(kinds, config=base, jgpy_config=lossy)
     c.start()
     c.assert_agreement()

@@ -1,9 +1,10 @@
 """DISCARD: drop messages on purpose, for tests (``org.jgroups.protocols.DISCARD``).
 
-``up``/``down`` are loss probabilities (0..1) for received/sent messages (excluding our own unless
+``up``/``down`` are loss probabilities (0..1) for received/sent messages, sparing our own unless
+``excludeItself=false`` (as in Java, where every sent message is our own: ``down`` only drops with
 ``excludeItself=false``); ``discard_all`` drops everything received from others and sends nothing to the
-network (our own multicasts and unicasts to ourselves are still looped back, as in Java); messages from
-``ignored`` members are always dropped (partitions). As in Java, a view change forgets ignored members that
+network (our own multicasts and unicasts to ourselves are still looped back, as in Java); messages received
+from ``ignored`` members are always dropped (partitions). As in Java, a view change forgets ignored members that
 are not in the new view. Counters say how much was dropped. Place it right above the transport.
 """
 
@@ -85,7 +86,9 @@ class DISCARD(Protocol):
             self.drop_down_unicasts -= 1
             self.num_down += 1
             return None
-        if msg.dest in self.ignored or (rate > 0 and self._rnd.random() < rate):
+        # as in Java, the down loss spares our own messages while excludeItself is set: everything sent here is
+        # ours, so a lossy sender needs excludeItself=false
+        if rate > 0 and not self.excludeItself and self._rnd.random() < rate:
             self.num_down += 1
             return None
         return self.down_prot.down_msg(msg)
