@@ -48,23 +48,23 @@ class Loopback:
         self._thread.start()
 
     def add(self, msg: Message) -> None:
-        with self._cond:
-            self._q.append(msg)
-            if self._waiting:
-                self._waiting = False
+        self._q.append(msg)              # deque.append is atomic: no lock unless the thread must be woken
+        if self._waiting:
+            with self._cond:
                 self._cond.notify()
 
     def _run(self) -> None:
-        q, tp = self._q, self.tp
+        q, tp, popleft = self._q, self.tp, self._q.popleft
         while True:
-            with self._cond:
-                while not q and self._running:
+            if not q:
+                with self._cond:
                     self._waiting = True
-                    self._cond.wait()
-                if not q:
-                    return
-                batch = list(q)
-                q.clear()
+                    while not q and self._running:     # re-checked under the lock: add() notifies under it
+                        self._cond.wait()
+                    self._waiting = False
+                    if not q:
+                        return
+            batch = [popleft() for _ in range(len(q))]
             try:
                 tp.up_prot.up_batch(batch)
             except Exception:  # noqa: BLE001 - a failure above must not end loopback delivery
