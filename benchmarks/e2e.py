@@ -38,18 +38,18 @@ RAWLIMIT = ROOT / "build" / "rawlimit"
 
 #: the 2-member workloads (Java-only, jgpy-only, mixed in both directions)
 TWO = [
-    Workload("mcast_1k_2", "1 KB multicast, 1 sender, 2 members", "mcast", 1000, 100_000, 10_000, 2),
-    Workload("unicast_1k", "1 KB unicast stream, 2 members", "unicast", 1000, 60_000, 6_000, 2),
+    Workload("mcast_1k_2", "1 KB multicast, 1 sender, 2 members", "mcast", 1000, 200_000, 20_000, 2),
+    Workload("unicast_1k", "1 KB unicast stream, 2 members", "unicast", 1000, 100_000, 10_000, 2),
     Workload("rtt_100", "100 B request/response, 2 members", "rtt", 100, 20_000, 2_000, 2),
-    Workload("mcast_100", "100 B multicast, 1 sender, 2 members", "mcast", 100, 100_000, 10_000, 2),
-    Workload("mcast_8k", "8 KB multicast, 1 sender, 2 members", "mcast", 8000, 20_000, 2_000, 2),
-    Workload("mcast_60k", "60 KB multicast, 1 sender, 2 members", "mcast", 60_000, 3_000, 300, 2),
-    Workload("mcast_1m", "1 MB multicast (fragmented), 1 sender, 2 members", "mcast", 1_000_000, 200, 20, 2),
+    Workload("mcast_100", "100 B multicast, 1 sender, 2 members", "mcast", 100, 200_000, 20_000, 2),
+    Workload("mcast_8k", "8 KB multicast, 1 sender, 2 members", "mcast", 8000, 40_000, 4_000, 2),
+    Workload("mcast_60k", "60 KB multicast, 1 sender, 2 members", "mcast", 60_000, 8_000, 800, 2),
+    Workload("mcast_1m", "1 MB multicast (fragmented), 1 sender, 2 members", "mcast", 1_000_000, 500, 50, 2),
 ]
 #: the 3-member workloads
 THREE = [
-    Workload("mcast_1k_3", "1 KB multicast, 1 sender, 3 members", "mcast", 1000, 60_000, 6_000, 3),
-    Workload("all_1k_3", "1 KB multicast, all 3 members send", "all", 1000, 30_000, 3_000, 3),
+    Workload("mcast_1k_3", "1 KB multicast, 1 sender, 3 members", "mcast", 1000, 120_000, 12_000, 3),
+    Workload("all_1k_3", "1 KB multicast, all 3 members send", "all", 1000, 60_000, 6_000, 3),
 ]
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
@@ -126,6 +126,24 @@ def run_raw(workloads: list[Workload], reps: int, scale: float) -> dict[str, dic
 
 # ---------------------------------------------------------------------------------------------- the suite
 
+def jvm_info() -> str:
+    """The JVM's default heap and collector on this machine (the members run with the defaults)."""
+    try:
+        out = subprocess.run(["java", "-XX:+PrintFlagsFinal", "-version"], capture_output=True, text=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    flags = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[1] in ("MaxHeapSize", "InitialHeapSize", "UseG1GC", "UseSerialGC",
+                                             "UseParallelGC"):
+            flags[parts[1]] = parts[3]
+    gc = next((k[3:-2] for k in ("UseG1GC", "UseParallelGC", "UseSerialGC") if flags.get(k) == "true"), "?")
+    heap = lambda k: f"{int(flags[k]) / 2**20:,.0f} MiB" if flags.get(k, "").isdigit() else "?"  # noqa: E731
+    return f"default settings: {gc} GC, initial heap {heap('InitialHeapSize')}, max heap {heap('MaxHeapSize')}"
+
+
 def groups(scale: float, members3: bool = True, java: bool = True) -> list[tuple[list[str], list[Workload]]]:
     two = [w.scaled(scale) for w in TWO]
     three = [w.scaled(scale) for w in THREE]
@@ -148,10 +166,11 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
     n = sum(reps * sum(len(P.directions(k, w)) for k in ks) for ks, ws in gs for w in ws)
     progress(f"{n} measurements ({reps} repetitions), config {config}, scale {scale:g}")
     raw = run_raw(workloads, reps, scale)
-    records = P.run_suite(gs, reps=reps, config=config, progress=progress)
+    records = P.run_suite(gs, reps=reps, config=config, progress=progress, warmup=min(1.0, scale))
     for rec in records:
         rec["raw"] = raw_spec(next(w for w in workloads if w.key == rec["workload"]))[0]
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
+            "jvm": jvm_info() if reason is None else "",
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
 
 
@@ -206,39 +225,43 @@ def _raw_rate(result: dict, rec: dict, size: int) -> float | None:
     return raw["mb_per_s"]["median"] * 1e6 / size
 
 
-def headline(result: dict) -> list[tuple[str, str]]:
-    """The targets of the performance work, as ratios taken in this run."""
+def headline(result: dict) -> list[tuple[str, str, str, str]]:
+    """The targets of the performance work as (target, jgpy, reference, ratio), all taken in this run."""
     rows = _rows(result)
     out = []
+
+    def add(label: str, a: float | None, b: float | None, unit: str, digits: int = 0) -> None:
+        out.append((label, f"{_fmt(a, digits)} {unit}" if a else "-", f"{_fmt(b, digits)} {unit}" if b else "-",
+                    _ratio(a, b)))
+
     m = rows.get("mcast_1k_2", {})
     j, p = _med(m.get("java"), "recv_msgs_per_s"), _med(m.get("jgpy"), "recv_msgs_per_s")
-    out.append(("jgpy / Java throughput, 1 KB multicast, 1 sender, 2 members", _ratio(p, j)))
+    add("throughput jgpy / Java, 1 KB multicast, 1 sender, 2 members", p, j, "msgs/s")
     u = rows.get("unicast_1k", {})
-    out.append(("jgpy / Java throughput, 1 KB unicast", _ratio(_med(u.get("jgpy"), "recv_msgs_per_s"),
-                                                             _med(u.get("java"), "recv_msgs_per_s"))))
+    add("throughput jgpy / Java, 1 KB unicast", _med(u.get("jgpy"), "recv_msgs_per_s"),
+        _med(u.get("java"), "recv_msgs_per_s"), "msgs/s")
     r = rows.get("rtt_100", {})
-    out.append(("jgpy / Java round-trip p99, 100 B", _ratio(_med(r.get("jgpy"), "rtt_p99_us"),
-                                                           _med(r.get("java"), "rtt_p99_us"))))
-    out.append(("jgpy / Java round-trip median, 100 B", _ratio(_med(r.get("jgpy"), "rtt_median_us"),
-                                                              _med(r.get("java"), "rtt_median_us"))))
-    jr = _member_fig(m.get("java"), "java receiver", "peak_rss_mb")
-    pr = _member_fig(m.get("jgpy"), "jgpy receiver", "peak_rss_mb")
-    out.append(("jgpy / JVM member peak RSS (receiver, 1 KB multicast)", _ratio(pr, jr)))
+    add("round-trip p99 jgpy / Java, 100 B", _med(r.get("jgpy"), "rtt_p99_us"), _med(r.get("java"), "rtt_p99_us"), "us")
+    add("round-trip median jgpy / Java, 100 B", _med(r.get("jgpy"), "rtt_median_us"),
+        _med(r.get("java"), "rtt_median_us"), "us")
+    add("peak RSS jgpy / JVM member (receiver, 1 KB multicast)", _member_fig(m.get("jgpy"), "jgpy receiver", "peak_rss_mb"),
+        _member_fig(m.get("java"), "java receiver", "peak_rss_mb"), "MB")
+    add("peak RSS jgpy / JVM member (sender, 1 KB multicast)", _member_fig(m.get("jgpy"), "jgpy sender", "peak_rss_mb"),
+        _member_fig(m.get("java"), "java sender", "peak_rss_mb"), "MB")
     if j and p:
         for col, label in (("mixed_j", "Java sends"), ("mixed_p", "jgpy sends")):
-            mx = _med(m.get(col), "recv_msgs_per_s")
-            out.append((f"mixed ({label}) / slower pure, 1 KB multicast", _ratio(mx, min(j, p))))
+            out.append((f"mixed ({label}) / slower pure, 1 KB multicast", _fmt(_med(m.get(col), "recv_msgs_per_s"))
+                        + " msgs/s", f"{_fmt(min(j, p))} msgs/s", _ratio(_med(m.get(col), "recv_msgs_per_s"), min(j, p))))
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
-        out.append(("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", _ratio(p, raw)))
-        out.append(("Java / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", _ratio(j, raw)))
+        add("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", p, raw, "/s")
+        add("Java / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", j, raw, "/s")
         big = result["raw"].get("mcast_60000", {}).get("mb_per_s")
         if big:                            # the ceiling of a stack that bundles perfectly: bytes in 60 KB datagrams
-            pm, jm = _med(m.get("jgpy"), "recv_mb_per_s"), _med(m.get("java"), "recv_mb_per_s")
-            out.append(("jgpy / raw C limit in bytes, 1 KB multicast (MB/s vs 60 KB datagrams' MB/s)",
-                        _ratio(pm, big["median"])))
-            out.append(("Java / raw C limit in bytes, 1 KB multicast (MB/s vs 60 KB datagrams' MB/s)",
-                        _ratio(jm, big["median"])))
+            add("jgpy / raw C limit in bytes, 1 KB multicast (vs 60 KB datagrams)", _med(m.get("jgpy"), "recv_mb_per_s"),
+                big["median"], "MB/s", 1)
+            add("Java / raw C limit in bytes, 1 KB multicast (vs 60 KB datagrams)", _med(m.get("java"), "recv_mb_per_s"),
+                big["median"], "MB/s", 1)
     return out
 
 
@@ -251,9 +274,12 @@ def _member_fig(rec: dict | None, who: str, key: str) -> float | None:
 
 def markdown(result: dict) -> list[str]:
     rows = _rows(result)
-    md = ["### Targets (ratios from this run; throughput: below 1 means jgpy is slower; latency and RSS: above 1 "
-          "means jgpy is worse)", "", "| target | ratio |", "|---|---:|"]
-    md += [f"| {k} | {v} |" for k, v in headline(result)]
+    md = ["### Targets", "", "Ratios from this run (medians of the repetitions). Throughput: below 1 means jgpy is "
+          "slower; latency and RSS: above 1 means jgpy is worse.", "",
+          "| target | value | reference | ratio |", "|---|---:|---:|---:|"]
+    md += [f"| {k} | {a} | {b} | {r} |" for k, a, b, r in headline(result)]
+    if result.get("jvm"):
+        md += ["", f"JVM members: {result['jvm']}."]
     md += ["", "### Throughput", "",
            "Receiver msgs/s between the first and the last measured message (mean over the receivers), median "
            "(min–max) of the repetitions. Raw limit: `build/rawlimit` with datagrams of the message's size "

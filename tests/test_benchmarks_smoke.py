@@ -123,7 +123,7 @@ def test_e2e_suite_tiny(tmp_path):
         for run in r["runs"]:
             assert all(m.get("peak_rss_mb", 0) > 0 for m in run["members"])
     md = "\n".join(e2e.markdown(res))
-    assert "| jgpy / Java throughput, 1 KB multicast, 1 sender, 2 members |" in md and "INCOMPLETE" not in md
+    assert "| throughput jgpy / Java, 1 KB multicast, 1 sender, 2 members |" in md and "INCOMPLETE" not in md
     json.dumps(res)                                            # the JSON file can be written
     pngs = e2e.plots(res, tmp_path)
     try:

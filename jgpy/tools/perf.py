@@ -499,11 +499,29 @@ def summarize(values: list[float]) -> dict | None:
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
 
 
+def warm_up(c: Cluster, progress: Callable[[str], None] = print, scale: float = 1.0) -> None:
+    """Unrecorded runs through the code paths of every workload (multicast, unicast, round trips) in each
+    direction, so that the JVMs have compiled their hot paths before anything is measured."""
+    ws = [Workload("warmup_mcast", "warm-up", "mcast", 1000, 20_000, 1000, len(c.members))]
+    if len(c.members) == 2:
+        ws += [Workload("warmup_unicast", "warm-up", "unicast", 1000, 10_000, 1000, 2),
+               Workload("warmup_rtt", "warm-up", "rtt", 100, 2000, 100, 2)]
+    t0 = time.monotonic()
+    for w in ws:
+        w = w.scaled(scale)
+        for _, sender in directions(c.kinds, w):
+            m = c.measure(w, sender, receiver_for(c.kinds, sender))
+            if not m.complete:
+                progress(f"warm-up {w.pattern} in {c.kinds} incomplete: {'; '.join(m.errors)[:300]}")
+    progress(f"cluster {c.kinds} warmed up in {time.monotonic() - t0:.1f} s")
+
+
 def run_suite(groups: list[tuple[list[str], list[Workload]]], reps: int = 3, config: str = "udp.xml",
-              progress: Callable[[str], None] = print) -> list[dict]:
+              progress: Callable[[str], None] = print, warmup: float = 1.0) -> list[dict]:
     """Run every workload of each group in each of the group's clusters (started together), ``reps`` times,
     the kinds interleaved per repetition. Returns one record per (workload, column) with every
-    repetition's :class:`Measurement` and the median/min/max of the headline figure."""
+    repetition's :class:`Measurement` and the median/min/max of the headline figure. ``warmup``: the scale
+    of a short unrecorded pass through every cluster first (:func:`warm_up`; 0: none)."""
     total = sum(reps * sum(len(directions(k, w)) for k in kinds) for kinds, ws in groups for w in ws)
     done = 0
     started = time.monotonic()
@@ -516,6 +534,9 @@ def run_suite(groups: list[tuple[list[str], list[Workload]]], reps: int = 3, con
                 c = Cluster(kinds, config)
                 clusters.append(c)
                 c.start()
+            if warmup > 0:
+                for c in clusters:
+                    warm_up(c, progress, warmup)
             for w in workloads:
                 recs: dict[str, dict] = {}
                 for rep in range(reps):
@@ -662,7 +683,7 @@ def main(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(f"[perf {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
-    records = run_suite([(kinds, ws)], reps=args.reps, config=args.config, progress=progress)
+    records = run_suite([(kinds, ws)], reps=args.reps, config=args.config, progress=progress, warmup=min(1.0, scale))
     print()
     print_table(records)
     if args.json:
