@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from jgpy._core.batch import lengths_by_sender
+from jgpy._core.credits import CreditTable
 from jgpy._core.headers import FcHeader
 from jgpy._core.jg212 import JavaObject, object_to_buffer
 from jgpy._core.message import Message
@@ -135,7 +136,7 @@ class FlowControl(Protocol):
         return (msg.dest is None) == self.HANDLES_MULTICASTS
 
     def down_msg(self, msg: Message) -> Any:
-        if not msg.flags & NO_FC and self._mine(msg):
+        if (msg.dest is None) == self.HANDLES_MULTICASTS and not msg.flags & NO_FC:
             length = msg.length
             if length:
                 self.handle_down(msg, length)
@@ -204,7 +205,69 @@ class FlowControl(Protocol):
         return dict(self.counters)
 
 
-class MFC(FlowControl):
+class _Credits(FlowControl):
+    """What MFC and UFC share: a :class:`CreditTable` of the credits we have with each member.
+
+    Spending credits is one C call per message with no lock (atomic under the GIL); the condition is only
+    taken by a sender that has to wait, and credits wake it only when somebody waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table: CreditTable | None = None
+        self._cond = threading.Condition()
+        self._waiting = 0
+
+    def init(self) -> None:
+        super().init()
+        self.table = CreditTable(self.max_credits)
+
+    def members_changed(self, mbrs: list) -> None:
+        super().members_changed(mbrs)
+        with self._cond:
+            self.table.set_members(mbrs)
+            self._cond.notify_all()
+
+    def handle_credit(self, sender, credits: int) -> None:
+        if credits > 0 and self.table.add(sender, credits) and self._waiting:
+            with self._cond:
+                self._cond.notify_all()
+
+    def wake_all(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _wait_for_credits(self, fits, block: int, ask) -> None:
+        """(the slow path) Wait until ``fits()`` spent the credits, ``block`` ms pass per round (asking
+        ``ask()`` for credits every ``max_block_time``), or we stop; with ``max_block_times`` once only."""
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self.running:
+                    if fits():
+                        return
+                    if block <= 0:
+                        return
+                    start = time.monotonic()
+                    self._cond.wait(block / 1000.0)
+                    self.counters["blockings"] += 1
+                    self.counters["time_blocked_ms"] += (time.monotonic() - start) * 1000
+                    if fits():
+                        return
+                    if self._block_times is not None:
+                        return                      # max_block_times: send after the block time regardless
+                    requests = ask()
+                    if requests:
+                        self._cond.release()        # send outside the lock (JGRP-292)
+                        try:
+                            for m, need in requests:
+                                self.send_credit_request(m, need)
+                        finally:
+                            self._cond.acquire()
+            finally:
+                self._waiting -= 1
+
+
+class MFC(_Credits):
     """Multicast flow control: a multicast needs credits from every member (the lowest credit counts)."""
 
     NAME = "MFC"
@@ -212,63 +275,27 @@ class MFC(FlowControl):
 
     def __init__(self) -> None:
         super().__init__()
-        self.credits: dict = {}
-        self._cond = threading.Condition()
         self._last_request = 0.0
 
-    def members_changed(self, mbrs: list) -> None:
-        super().members_changed(mbrs)
-        with self._cond:
-            for m in mbrs:
-                self.credits.setdefault(m, self.max_credits)
-            for m in [m for m in self.credits if m not in mbrs]:
-                del self.credits[m]
-            self._cond.notify_all()
-
-    def _lowest(self) -> int:
-        return min(self.credits.values()) if self.credits else self.max_credits
+    @property
+    def credits(self) -> dict:
+        return dict(self.table.items()) if self.table is not None else {}
 
     def handle_down(self, msg: Message, length: int) -> None:
-        block = self.block_time_for(length)
-        with self._cond:
-            while self.running:
-                if self._lowest() >= length:
-                    for m in self.credits:
-                        self.credits[m] -= length
-                    return
-                if block <= 0:
-                    return
-                start = time.monotonic()
-                self._cond.wait(block / 1000.0)
-                self.counters["blockings"] += 1
-                self.counters["time_blocked_ms"] += (time.monotonic() - start) * 1000
-                if self._lowest() >= length:
-                    continue
-                if self._block_times is not None:
-                    return                          # max_block_times: send after the block time regardless
-                now = time.monotonic()
-                if (now - self._last_request) * 1000 >= self.max_block_time:
-                    self._last_request = now
-                    short = [(m, c) for m, c in self.credits.items() if c <= self.min_credits]
-                    self._cond.release()
-                    try:
-                        for m, c in short:
-                            self.send_credit_request(m, min(self.max_credits, self.max_credits - c))
-                    finally:
-                        self._cond.acquire()
+        table = self.table
+        if not self.running or table.spend_all(length):
+            return
+        self._wait_for_credits(lambda: table.spend_all(length), self.block_time_for(length), self._ask)
 
-    def handle_credit(self, sender, credits: int) -> None:
-        with self._cond:
-            if sender in self.credits:
-                self.credits[sender] = min(self.max_credits, self.credits[sender] + credits)
-                self._cond.notify_all()
-
-    def wake_all(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
+    def _ask(self) -> list:
+        now = time.monotonic()
+        if (now - self._last_request) * 1000 < self.max_block_time:
+            return []
+        self._last_request = now
+        return [(m, min(self.max_credits, self.max_credits - c)) for m, c in self.table.below(self.min_credits)]
 
 
-class UFC(FlowControl):
+class UFC(_Credits):
     """Unicast flow control: credits per destination."""
 
     NAME = "UFC"
@@ -276,56 +303,24 @@ class UFC(FlowControl):
 
     def __init__(self) -> None:
         super().__init__()
-        self.sent: dict = {}
         self._last_request: dict = {}
-        self._cond = threading.Condition()
 
-    def members_changed(self, mbrs: list) -> None:
-        super().members_changed(mbrs)
-        with self._cond:
-            for m in mbrs:
-                self.sent.setdefault(m, self.max_credits)
-            for m in [m for m in self.sent if m not in mbrs]:
-                del self.sent[m]
-            self._cond.notify_all()
+    @property
+    def sent(self) -> dict:
+        return dict(self.table.items()) if self.table is not None else {}
 
     def handle_down(self, msg: Message, length: int) -> None:
         dest = msg.dest
-        block = self.block_time_for(length)
-        with self._cond:
-            while self.running and dest in self.sent:
-                if self.sent[dest] >= length:
-                    self.sent[dest] -= length
-                    return
-                if block <= 0:
-                    return
-                start = time.monotonic()
-                self._cond.wait(block / 1000.0)
-                self.counters["blockings"] += 1
-                self.counters["time_blocked_ms"] += (time.monotonic() - start) * 1000
-                if dest in self.sent and self.sent[dest] >= length:
-                    continue
-                if self._block_times is not None:
-                    return
-                now = time.monotonic()
-                if dest in self.sent and (now - self._last_request.get(dest, 0.0)) * 1000 >= self.max_block_time:
-                    self._last_request[dest] = now
-                    need = max(0, self.max_credits - self.sent[dest])
-                    self._cond.release()
-                    try:
-                        self.send_credit_request(dest, need)
-                    finally:
-                        self._cond.acquire()
+        table = self.table
+        if not self.running or table.spend(dest, length) != 0:
+            return                                    # spent, or not a member: nothing to count
+        self._wait_for_credits(lambda: table.spend(dest, length) != 0, self.block_time_for(length),
+                               lambda: self._ask(dest))
 
-    def handle_credit(self, sender, credits: int) -> None:
-        if credits <= 0:
-            return
-        with self._cond:
-            if sender in self.sent:
-                self.sent[sender] = min(self.max_credits, self.sent[sender] + credits)
-                self._cond.notify_all()
-
-    def wake_all(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
+    def _ask(self, dest) -> list:
+        now = time.monotonic()
+        left = self.table.get(dest)
+        if left is None or (now - self._last_request.get(dest, 0.0)) * 1000 < self.max_block_time:
+            return []
+        self._last_request[dest] = now
+        return [(dest, max(0, self.max_credits - left))]

@@ -1,0 +1,100 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Credit bookkeeping of UFC/MFC/FC in C: the per-message part of flow control.
+
+A ``CreditTable`` holds, per member, the bytes we may still send it. Spending is one call per message
+(``spend_all`` for a multicast: every member's credit must cover the message; ``spend`` for a unicast) and
+touches no Python objects beyond the member dict, so it is atomic under the GIL: the protocols need a lock
+only to *wait* for credits (their slow path), not to spend them.
+"""
+
+from libc.stdint cimport int64_t
+
+
+cdef class CreditTable:
+    """``{member: credits left}`` with the lowest value cached (multicasts need the lowest)."""
+
+    cdef dict _credits
+    cdef readonly int64_t max_credits
+    cdef int64_t _lowest
+
+    def __init__(self, int64_t max_credits):
+        self._credits = {}
+        self.max_credits = max_credits
+        self._lowest = max_credits
+
+    cdef void _recompute(self):
+        cdef int64_t low = self.max_credits
+        cdef int64_t v
+        for v in self._credits.values():
+            if v < low:
+                low = v
+        self._lowest = low
+
+    def set_members(self, members) -> None:
+        """New members start with ``max_credits``; members not in ``members`` are removed."""
+        keep = set(members)
+        for m in members:
+            if m not in self._credits:
+                self._credits[m] = self.max_credits
+        for m in [m for m in self._credits if m not in keep]:
+            del self._credits[m]
+        self._recompute()
+
+    cpdef bint spend_all(self, int64_t length):
+        """Spend ``length`` with every member if every credit covers it (a multicast); else change nothing."""
+        if self._lowest < length:
+            return False
+        cdef dict d = self._credits
+        for m in d:
+            d[m] = <int64_t>d[m] - length
+        self._lowest -= length
+        return True
+
+    cpdef int spend(self, object member, int64_t length):
+        """A unicast: 1 spent, 0 not enough credits, -1 ``member`` is not a member (nothing to count)."""
+        cdef object v = self._credits.get(member)
+        if v is None:
+            return -1
+        cdef int64_t left = <int64_t>v
+        if left < length:
+            return 0
+        left -= length
+        self._credits[member] = left
+        if left < self._lowest:
+            self._lowest = left
+        return 1
+
+    cpdef bint add(self, object member, int64_t credits):
+        """Credits from ``member`` (capped at ``max_credits``); False when it is not a member."""
+        cdef object v = self._credits.get(member)
+        if v is None:
+            return False
+        cdef int64_t left = <int64_t>v + credits
+        if left > self.max_credits:
+            left = self.max_credits
+        self._credits[member] = left
+        self._recompute()
+        return True
+
+    def get(self, member, default=None):
+        return self._credits.get(member, default)
+
+    @property
+    def lowest(self) -> int:
+        return self._lowest
+
+    def below(self, int64_t threshold) -> list:
+        """``[(member, credits)]`` of members at or below ``threshold`` (whom to ask for credits)."""
+        return [(m, c) for m, c in self._credits.items() if c <= threshold]
+
+    def items(self):
+        return list(self._credits.items())
+
+    def __contains__(self, member) -> bool:
+        return member in self._credits
+
+    def __len__(self) -> int:
+        return len(self._credits)
+
+    def __repr__(self) -> str:
+        return f"CreditTable({self._credits}, lowest={self._lowest})"
