@@ -38,18 +38,18 @@ RAWLIMIT = ROOT / "build" / "rawlimit"
 
 #: the 2-member workloads (Java-only, jgpy-only, mixed in both directions)
 TWO = [
-    Workload("mcast_1k_2", "1 KB multicast, 1 sender, 2 members", "mcast", 1000, 200_000, 20_000, 2),
-    Workload("unicast_1k", "1 KB unicast stream, 2 members", "unicast", 1000, 100_000, 10_000, 2),
+    Workload("mcast_1k_2", "1 KB multicast, 1 sender, 2 members", "mcast", 1000, 300_000, 30_000, 2),
+    Workload("unicast_1k", "1 KB unicast stream, 2 members", "unicast", 1000, 150_000, 15_000, 2),
     Workload("rtt_100", "100 B request/response, 2 members", "rtt", 100, 20_000, 2_000, 2),
-    Workload("mcast_100", "100 B multicast, 1 sender, 2 members", "mcast", 100, 200_000, 20_000, 2),
-    Workload("mcast_8k", "8 KB multicast, 1 sender, 2 members", "mcast", 8000, 40_000, 4_000, 2),
-    Workload("mcast_60k", "60 KB multicast, 1 sender, 2 members", "mcast", 60_000, 8_000, 800, 2),
-    Workload("mcast_1m", "1 MB multicast (fragmented), 1 sender, 2 members", "mcast", 1_000_000, 500, 50, 2),
+    Workload("mcast_100", "100 B multicast, 1 sender, 2 members", "mcast", 100, 300_000, 30_000, 2),
+    Workload("mcast_8k", "8 KB multicast, 1 sender, 2 members", "mcast", 8000, 60_000, 6_000, 2),
+    Workload("mcast_60k", "60 KB multicast, 1 sender, 2 members", "mcast", 60_000, 12_000, 1_200, 2),
+    Workload("mcast_1m", "1 MB multicast (fragmented), 1 sender, 2 members", "mcast", 1_000_000, 700, 70, 2),
 ]
 #: the 3-member workloads
 THREE = [
-    Workload("mcast_1k_3", "1 KB multicast, 1 sender, 3 members", "mcast", 1000, 120_000, 12_000, 3),
-    Workload("all_1k_3", "1 KB multicast, all 3 members send", "all", 1000, 60_000, 6_000, 3),
+    Workload("mcast_1k_3", "1 KB multicast, 1 sender, 3 members", "mcast", 1000, 180_000, 18_000, 3),
+    Workload("all_1k_3", "1 KB multicast, all 3 members send", "all", 1000, 80_000, 8_000, 3),
 ]
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]

@@ -380,7 +380,10 @@ class Cluster:
             m.reset_peak_rss()
             cpu0[m.name] = m.cpu_seconds()
             while not m.events.empty():                  # leftovers of an earlier, failed run
-                m.events.get_nowait()
+                ev = m.events.get_nowait()
+                if ev.get("event") == "_eof":            # keep the end-of-output marker: the member is gone
+                    m.events.put(ev)
+                    break
         views0 = {m.name: len(m.views) for m in self.members}
         for m in self.members:
             m.call("arm", run=run, size=w.size, count=w.count, warmup=w.warmup, timeout=timeout,
@@ -633,7 +636,8 @@ def print_table(records: list[dict], out: Callable[[str], None] = print) -> None
                  for c, _ in cols]
         out(f"| {title} | " + " | ".join(cells) + f" | {ratio} |")
     out("")
-    out("throughput: the receiver's rate (msgs/s, median of the repetitions); round trip: median / p99")
+    out("throughput: the receiver's rate (msgs/s, median of the repetitions); round trip: median / p99 "
+        "(mixed: the sending kind is the requester)")
 
 
 def run_pair(sender_kind: str, receiver_kind: str, count: int, size: int, config: str = "udp.xml",
