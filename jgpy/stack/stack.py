@@ -44,6 +44,7 @@ PROTOCOLS: dict[str, str] = {
     "FC": "jgpy.protocols.fc:FC",
     "FRAG": "jgpy.protocols.frag:FRAG",
     "pbcast.STREAMING_STATE_TRANSFER": "jgpy.protocols.pbcast.streaming_state_transfer:STREAMING_STATE_TRANSFER",
+    "JOURNAL": "jgpy.protocols.journal:JOURNAL",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}

@@ -1,0 +1,431 @@
+"""Delivery journals: what every member of a run sent, delivered and saw, as Parquet files.
+
+A journal is one table per member with one row per event (schema: :data:`SCHEMA`); the rows of one run live
+under one run directory, one sub-directory per member::
+
+    RUN_DIR/member=<name>/_journal.json        meta data: implementation, stack, clock, parts, closed
+    RUN_DIR/member=<name>/part-00000.parquet   one row group each, written atomically (tmp + rename)
+    RUN_DIR/member=<name>/part-00001.parquet   ...
+    RUN_DIR/member=<name>/part-00000.jsonl     (the Java harness: JSON lines, converted on ingest)
+    RUN_DIR/member=<name>/_crash.json          (written by a test driver that killed the member)
+
+Rows are buffered in memory and written as one Parquet part per ``row_group_size`` rows or per
+``flush_interval`` seconds by a background thread, so a member that is killed loses at most its last
+unwritten rows and never leaves a truncated file. A clean end writes a ``close`` row and marks the meta data
+``closed``.
+
+**Message ids.** Nothing is added to the wire: a payload that reads ``"<name>:<n>"`` (raw bytes, or a Java
+``setObject(String)`` of that text, as the test harness and the demo send) gives ``sender`` = name and
+``seq`` = n; any other payload has ``seq`` null and ``sender`` = the source's logical name. Every message row
+records the payload ``size`` and ``hash`` (CRC-32, the same as ``java.util.zip.CRC32``). The message stream of a
+(sender, dest) pair (dest null: multicast) is numbered by the application; the checker expects each stream's
+numbers to be consecutive.
+
+**Clock.** ``ts_ns`` is ``CLOCK_MONOTONIC`` in nanoseconds: Python's ``time.monotonic_ns()`` and Java's
+``System.nanoTime()`` both read it on Linux (HotSpot returns the raw ``clock_gettime(CLOCK_MONOTONIC)`` value),
+so timestamps of different processes on one host are directly comparable (not across hosts, nor across
+reboots).
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import json
+import logging
+import os
+import re
+import threading
+import time
+import weakref
+import zlib
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+
+log = logging.getLogger("jgpy.journal")
+
+FORMAT = "jgpy-journal"
+FORMAT_VERSION = 1
+CLOCK = "CLOCK_MONOTONIC"
+META_FILE = "_journal.json"
+CRASH_FILE = "_crash.json"
+MEMBER_PREFIX = "member="
+PART_RE = re.compile(r"^part-(\d{5,})\.(parquet|jsonl)$")
+
+#: event kinds (the ``kind`` column)
+KINDS = ("open", "view", "send", "deliver", "suspect", "block", "unblock", "state", "close")
+
+#: message flags the checker looks at (``Message.OOB``)
+OOB = 1
+
+#: the columns of a journal; ``member`` is not stored in the rows, it is the directory (``member=<name>``)
+SCHEMA = pa.schema([
+    pa.field("kind", pa.string(), nullable=False),     # one of KINDS
+    pa.field("idx", pa.int64(), nullable=False),       # the member's event index: 0, 1, 2, ... in the order the
+                                                       # events happened (deliveries: the local delivery order)
+    pa.field("ts_ns", pa.int64(), nullable=False),     # CLOCK_MONOTONIC, ns
+    pa.field("view_coord", pa.string()),               # the view at the event (kind=view: the installed view):
+    pa.field("view_id", pa.int64()),                   #   its coordinator's name and id number
+    pa.field("members", pa.list_(pa.string())),        # kind=view: the members, in order
+    pa.field("merge", pa.bool_()),                     # kind=view: a MergeView
+    pa.field("sender", pa.string()),                   # send/deliver: message id = (sender, seq) ...
+    pa.field("seq", pa.int64()),                       #   ... from a numbered payload (seq null: not numbered)
+    pa.field("dest", pa.string()),                     # send/deliver: destination name, null = multicast
+    pa.field("size", pa.int32()),                      # send/deliver: payload bytes
+    pa.field("hash", pa.int64()),                      # send/deliver: CRC-32 of the payload
+    pa.field("flags", pa.int32()),                     # send/deliver: message flags (1 = OOB)
+    pa.field("peer", pa.string()),                     # suspect: the suspected member; state: the other side
+    pa.field("info", pa.string()),                     # open: JSON meta data; state: what happened
+])
+COLUMNS = tuple(SCHEMA.names)
+
+#: longest payload parsed as a numbered id (longer ones are hashed, never parsed)
+MAX_ID_PAYLOAD = 256
+
+_ID_PATTERN = r"(?s)^\x12?(?P<name>.*):(?P<n>[0-9]{1,18})$"
+
+
+class JournalError(Exception):
+    """A journal that cannot be written or read; the message names the file and what to do."""
+
+
+# ---------------------------------------------------------------------------------------------
+# paths
+# ---------------------------------------------------------------------------------------------
+
+_SAFE = re.compile(r"[A-Za-z0-9._\-@+ ]")
+
+
+def escape_member(name: str) -> str:
+    """A member name as a directory name (``%XX`` for anything unusual, as Spark escapes partition values)."""
+    return "".join(c if _SAFE.fullmatch(c) else "".join(f"%{b:02X}" for b in c.encode()) for c in name)
+
+
+def unescape_member(dirname: str) -> str:
+    raw = dirname[len(MEMBER_PREFIX):] if dirname.startswith(MEMBER_PREFIX) else dirname
+    return re.sub(rb"%([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]),
+                  raw.encode()).decode("utf-8", "replace")
+
+
+def member_dir(run_dir: str | os.PathLike, member: str) -> Path:
+    return Path(run_dir) / (MEMBER_PREFIX + escape_member(member))
+
+
+def new_run_dir(root: str | os.PathLike, run: str | None = None) -> Path:
+    """``root/run=<run>`` (default run id: a timestamp plus pid), created."""
+    run = run or time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    d = Path(root) / f"run={run}"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def mark_crash(run_dir: str | os.PathLike, member: str, ts_ns: int | None = None, how: str = "kill -9") -> Path:
+    """Record that a test driver crashed ``member`` at ``ts_ns`` (default: now, CLOCK_MONOTONIC): the checker
+    reports the time from the crash to the view that excludes the member."""
+    d = member_dir(run_dir, member)
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / CRASH_FILE
+    _write_json_atomic(p, {"member": member, "ts_ns": int(ts_ns if ts_ns is not None else time.monotonic_ns()),
+                           "how": how})
+    return p
+
+
+def _write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# payload ids, vectorised
+# ---------------------------------------------------------------------------------------------
+
+def parse_ids(payloads: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """``(names, seqs)`` of a binary array of payloads: ``"<name>:<n>"`` raw or as a Java String (tag 0x12)."""
+    import pyarrow.compute as pc
+
+    if len(payloads) == 0:
+        return pa.array([], pa.string()), pa.array([], pa.int64())
+    ex = pc.extract_regex(payloads, pattern=_ID_PATTERN)
+    raw_names = pc.struct_field(ex, [0])
+    seqs = pc.struct_field(ex, [1]).cast(pa.string()).cast(pa.int64())
+    names = raw_names.cast(pa.string(), safe=False)
+    try:
+        names.validate(full=True)
+    except pa.ArrowInvalid:                           # some are not UTF-8: those are Latin-1 (Java's low bytes)
+        names = pa.array([None if b is None else _decode_name(b) for b in raw_names.to_pylist()], pa.string())
+    return names, seqs
+
+
+def _decode_name(b: bytes) -> str:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b.decode("latin-1")
+
+
+def parse_id(payload: bytes | None) -> tuple[str, int] | None:
+    """The id of one payload (see :func:`parse_ids`), or None."""
+    if payload is None or len(payload) > MAX_ID_PAYLOAD:
+        return None
+    n, s = parse_ids(pa.array([bytes(payload)], pa.binary()))
+    return (n[0].as_py(), s[0].as_py()) if s[0].is_valid else None
+
+
+# ---------------------------------------------------------------------------------------------
+# the writer
+# ---------------------------------------------------------------------------------------------
+
+_K_DELIVER, _K_SEND, _K_VIEW, _K_OTHER = 0, 1, 2, 3
+
+_live: "weakref.WeakSet[JournalWriter]" = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Close every open journal of this process (e.g. before ``os._exit``)."""
+    for w in list(_live):
+        try:
+            w.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            log.exception("closing journal %s", w.dir)
+
+
+atexit.register(close_all)
+
+
+def _name(addr: Any, cache: dict) -> str | None:
+    if addr is None:
+        return None
+    n = cache.get(addr)
+    if n is None:
+        from jgpy._core.address import logical_name
+        n = logical_name(addr)
+        if n is None:
+            return str(addr)            # not cached: the logical name may be learned later
+        cache[addr] = n
+    return n
+
+
+class JournalWriter:
+    """The journal of one member of a jgpy run.
+
+    Recording is cheap (a timestamp and a reference appended to a deque, safe from any thread); the background
+    thread turns rows into Parquet parts. ``view``/``send``/``deliver`` take jgpy objects (``View``,
+    ``Message``); the messages must not be changed after they were recorded until the next flush (jgpy never
+    changes a payload after send or delivery).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, member: str, *, impl: str = "jgpy", stack: Iterable[str] = (),
+                 row_group_size: int = 65536, flush_interval: float = 1.0, extra: dict | None = None):
+        if row_group_size < 1 or flush_interval <= 0:
+            raise ValueError("row_group_size must be >= 1 and flush_interval > 0")
+        self.member = member
+        self.dir = member_dir(run_dir, member)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise JournalError(f"cannot create the journal directory {self.dir}: {e}") from None
+        self.row_group_size = int(row_group_size)
+        self.flush_interval = float(flush_interval)
+        self._rows: collections.deque = collections.deque()
+        self._names: dict = {}
+        self._vkey: tuple[str | None, int | None] = (None, None)
+        self._next_idx = 0
+        self._part = self._first_free_part()
+        self._flush_lock = threading.Lock()
+        self._closed = False
+        self._wake = threading.Event()
+        self.rows_written = 0
+        self.flush_seconds = 0.0
+        self.errors = 0
+        from jgpy import __version__
+        self.meta = {"format": FORMAT, "version": FORMAT_VERSION, "member": member, "impl": impl,
+                     "impl_version": __version__, "pid": os.getpid(), "stack": list(stack), "clock": CLOCK,
+                     "start_ns": time.monotonic_ns(), "parts": None, "closed": False, **(extra or {})}
+        _write_json_atomic(self.dir / META_FILE, self.meta)
+        self.other("open", info=json.dumps({k: self.meta[k] for k in ("impl", "impl_version", "pid", "stack")}))
+        self._thread = threading.Thread(target=self._run, name=f"jgpy-journal-{member}", daemon=True)
+        self._thread.start()
+        _live.add(self)
+
+    def _first_free_part(self) -> int:
+        nums = [int(m.group(1)) for p in self.dir.iterdir() if (m := PART_RE.match(p.name))]
+        return max(nums) + 1 if nums else 0
+
+    # ---- recording (any thread) ----
+
+    def view(self, view: Any) -> None:
+        vid = view.vid
+        self._vkey = (_name(vid.coord_addr, self._names), vid.id)
+        self._rows.append((_K_VIEW, view, time.monotonic_ns(), self._vkey))
+
+    def send(self, msg: Any) -> None:
+        self._rows.append((_K_SEND, msg, time.monotonic_ns(), self._vkey))
+
+    def deliver(self, msg: Any) -> None:
+        self._rows.append((_K_DELIVER, msg, time.monotonic_ns(), self._vkey))
+
+    def deliver_batch(self, msgs: list) -> None:
+        app, now, v = self._rows.append, time.monotonic_ns, self._vkey
+        for m in msgs:
+            app((_K_DELIVER, m, now(), v))
+
+    def other(self, kind: str, peer: Any = None, info: str | None = None) -> None:
+        """suspect (peer), block, unblock, state (peer, info), open, close."""
+        self._rows.append((_K_OTHER, kind, time.monotonic_ns(), self._vkey, _name(peer, self._names)
+                           if peer is not None and not isinstance(peer, str) else peer, info))
+
+    # ---- writing ----
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        tick = min(0.2, self.flush_interval)
+        while not self._closed:
+            self._wake.wait(tick)
+            self._wake.clear()
+            if self._closed:
+                break
+            n = len(self._rows)
+            if n >= self.row_group_size or (n and time.monotonic() - last >= self.flush_interval):
+                self.flush()
+                last = time.monotonic()
+
+    def flush(self) -> None:
+        """Write the buffered rows as Parquet parts of at most ``row_group_size`` rows each."""
+        with self._flush_lock:
+            while self._rows:
+                n = min(len(self._rows), self.row_group_size)
+                pop = self._rows.popleft
+                rows = [pop() for _ in range(n)]
+                t0 = time.perf_counter()
+                try:
+                    self._write_part(self._table(rows))
+                except Exception as e:  # noqa: BLE001 - a journal must never take the member down
+                    self.errors += 1
+                    log.error("%s: journal rows lost (%d): %s", self.dir, n, e)
+                self.flush_seconds += time.perf_counter() - t0
+
+    def _table(self, rows: list) -> pa.Table:
+        names = self._names
+        n = len(rows)
+        base = self._next_idx
+        self._next_idx += n
+        kind = [None] * n
+        ts = [0] * n
+        vc = [None] * n
+        vi = [None] * n
+        members: list = [None] * n
+        merge: list = [None] * n
+        src = [None] * n
+        dest = [None] * n
+        size = [None] * n
+        hsh = [None] * n
+        flags = [None] * n
+        peer = [None] * n
+        info = [None] * n
+        payload: list = [None] * n
+        crc = zlib.crc32
+        kname = ("deliver", "send")
+        from jgpy._core.types import MergeView
+        for i, r in enumerate(rows):
+            k = r[0]
+            ts[i] = r[2]
+            vc[i], vi[i] = r[3]
+            if k <= _K_SEND:
+                m = r[1]
+                kind[i] = kname[k]
+                a = m.src
+                src[i] = names.get(a) if a in names else _name(a, names)
+                d = m.dest
+                if d is not None:
+                    dest[i] = names.get(d) if d in names else _name(d, names)
+                flags[i] = m.flags
+                raw = m.raw_buffer
+                if raw is None:
+                    size[i] = 0
+                    hsh[i] = 0
+                    continue
+                off, ln = m.offset, m.length
+                size[i] = ln
+                if type(raw) is bytes:
+                    p = raw if off == 0 and ln == len(raw) else raw[off:off + ln]
+                else:
+                    p = bytes(memoryview(raw).cast("B")[off:off + ln])
+                hsh[i] = crc(p)
+                if ln <= MAX_ID_PAYLOAD:
+                    payload[i] = p
+            elif k == _K_VIEW:
+                v = r[1]
+                kind[i] = "view"
+                members[i] = [_name(a, names) for a in v.members]
+                merge[i] = isinstance(v, MergeView)
+            else:
+                kind[i], peer[i], info[i] = r[1], r[4], r[5]
+        pid_names, seqs = parse_ids(pa.array(payload, pa.binary()))
+        import pyarrow.compute as pc
+        sender = pc.coalesce(pid_names, pa.array(src, pa.string()))
+        return pa.Table.from_arrays([
+            pa.array(kind, pa.string()), pa.array(range(base, base + n), pa.int64()), pa.array(ts, pa.int64()),
+            pa.array(vc, pa.string()), pa.array(vi, pa.int64()), pa.array(members, pa.list_(pa.string())),
+            pa.array(merge, pa.bool_()), sender, seqs, pa.array(dest, pa.string()), pa.array(size, pa.int32()),
+            pa.array(hsh, pa.int64()), pa.array(flags, pa.int32()), pa.array(peer, pa.string()),
+            pa.array(info, pa.string())], schema=SCHEMA)
+
+    def _write_part(self, table: pa.Table) -> None:
+        import pyarrow.parquet as pq
+        name = f"part-{self._part:05d}.parquet"
+        tmp = self.dir / f".{name}.tmp"
+        pq.write_table(table, tmp, compression="snappy", row_group_size=max(1, table.num_rows))
+        os.replace(tmp, self.dir / name)
+        self._part += 1
+        self.rows_written += table.num_rows
+
+    def close(self) -> None:
+        """Record ``close``, write everything and mark the journal closed (a clean end of the member)."""
+        if self._closed:
+            return
+        self.other("close")
+        self._closed = True
+        self._wake.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(30)
+        self.flush()
+        self.meta.update(parts=self._part, closed=True, end_ns=time.monotonic_ns(), rows=self.rows_written)
+        try:
+            _write_json_atomic(self.dir / META_FILE, self.meta)
+        except OSError as e:
+            log.error("%s: cannot write the journal meta data: %s", self.dir, e)
+        _live.discard(self)
+
+    def stats(self) -> dict:
+        return {"rows_written": self.rows_written, "parts": self._part, "buffered": len(self._rows),
+                "flush_seconds": self.flush_seconds, "errors": self.errors}
+
+
+# ---------------------------------------------------------------------------------------------
+# rows -> table (synthetic journals, tests)
+# ---------------------------------------------------------------------------------------------
+
+def table_from_rows(rows: list[dict]) -> pa.Table:
+    """A journal table from dicts with the :data:`SCHEMA` column names (missing columns are null)."""
+    return pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows], schema=SCHEMA)
+
+
+def write_parts(run_dir: str | os.PathLike, member: str, tables: Iterable[pa.Table], *, impl: str = "synthetic",
+                stack: Iterable[str] = (), closed: bool = True) -> Path:
+    """Write a member's journal from ready tables (one part each), with its meta data."""
+    import pyarrow.parquet as pq
+    d = member_dir(run_dir, member)
+    d.mkdir(parents=True, exist_ok=True)
+    k = 0
+    for t in tables:
+        if t.schema != SCHEMA:
+            t = t.select(list(COLUMNS)).cast(SCHEMA)
+        pq.write_table(t, d / f"part-{k:05d}.parquet", compression="snappy", row_group_size=1 << 20)
+        k += 1
+    _write_json_atomic(d / META_FILE, {"format": FORMAT, "version": FORMAT_VERSION, "member": member, "impl": impl,
+                                       "stack": list(stack), "clock": CLOCK, "parts": k if closed else None,
+                                       "closed": closed})
+    return d
