@@ -6,6 +6,7 @@ Commands:
   sniff     watch a cluster's multicast group (and, as root, its unicasts on loopback) and decode live
   perf      throughput of jgpy and Java members on loopback, side by side
   demo      the main job: a mixed Python/Java cluster on loopback
+  check     check a run's delivery journals (PySpark): reliability, FIFO, views, latency
 """
 
 from __future__ import annotations
@@ -150,6 +151,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from jgpy.analysis.cli import main as check_main
+
+    return check_main(args)
+
+
 # ---------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="messages of the throughput runs")
     s.add_argument("--out", default=os.environ.get("JGPY_DEMO_OUT", "demo-out"), help="where to write the report")
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("check", help="check a run's delivery journals with Spark (guarantees, latency, throughput)")
+    from jgpy.analysis.cli import add_arguments as add_check_arguments
+    add_check_arguments(s)
+    s.set_defaults(func=cmd_check)
     return p
 
 
