@@ -11,6 +11,19 @@
 
 Receiver callbacks run on the channel's delivery thread (regular messages in per-sender order, views and
 suspicions in order with them) or on its OOB thread (OOB messages); never on a socket thread.
+
+State transfer (a stack with pbcast.STATE_TRANSFER or pbcast.STREAMING_STATE_TRANSFER):
+
+>>> class Counter(Receiver):
+...     def __init__(self): self.n = 0
+...     def receive(self, msg): self.n += 1
+...     def get_state(self): return str(self.n).encode()        # provider: on the delivery thread
+...     def set_state(self, state): self.n = int(state)         # requester: before later messages
+>>> ch.get_state(None, timeout=5000)                # from the coordinator; True once set_state() ran
+
+The byte state, a partial state (``get_partial_state(state_id)``/``set_partial_state(state_id, state)``) and
+streams (``get_state_stream(out, state_id)``/``set_state_stream(inp, state_id)``, binary file-like objects)
+mirror JGroups' ``MessageListener``/``ExtendedMessageListener``; see :class:`Receiver`.
 """
 
 from __future__ import annotations
@@ -25,7 +38,8 @@ from jgpy._core.address import UUID, set_logical_name
 from jgpy._core.message import Message
 from jgpy._core.jg212 import object_to_buffer
 from jgpy.errors import JgpyError
-from jgpy.stack.events import Event, EventType
+from jgpy.stack.events import Event, EventType, StateTransferInfo
+from jgpy.stack.promise import Promise
 from jgpy.stack.protocol import Protocol
 from jgpy.stack.stack import ProtocolStack
 
@@ -54,12 +68,52 @@ class Receiver:
     def unblock(self) -> None:
         """FLUSH is over."""
 
+    # ---- state transfer (JGroups' MessageListener / ExtendedMessageListener) ----
+    #
+    # The provider's callbacks of pbcast.STATE_TRANSFER run on its delivery thread, between two deliveries:
+    # the state returned is exactly the effect of the messages delivered so far, and the digest sent with
+    # it says so. The requester's set_* callbacks run on its delivery thread too: every message delivered
+    # after them comes after the state (messages the state already contains are not delivered again).
+
     def get_state(self) -> bytes | None:
-        """State transfer: return the application state (bytes)."""
+        """Provider: the whole application state as bytes (None: no state; the requester's get_state()
+        then returns False)."""
         return None
 
     def set_state(self, state: bytes) -> None:
-        """State transfer: install the state received from another member."""
+        """Requester: install the state returned by the provider's get_state() (it replaces the state)."""
+
+    def get_partial_state(self, state_id: str) -> bytes | None:
+        """Provider: the partial state ``state_id`` (``ExtendedMessageListener.getState(String)``). The
+        default returns the whole state, as JGroups does for a listener without partial states."""
+        return self.get_state()
+
+    def set_partial_state(self, state_id: str, state: bytes) -> None:
+        """Requester: install the partial state ``state_id``. The default calls :meth:`set_state`."""
+        self.set_state(state)
+
+    def get_state_stream(self, out, state_id: str | None) -> None:
+        """Provider with pbcast.STREAMING_STATE_TRANSFER: write the state (``state_id`` None: the whole
+        state) to ``out``, a binary file-like object (``write``, ``flush``, ``close``), in pieces of any size:
+        nothing is kept in memory. The stack closes ``out`` afterwards. Runs on a state transfer thread. The
+        default writes the byte state (:meth:`get_state` / :meth:`get_partial_state`)."""
+        state = self.get_state() if state_id is None else self.get_partial_state(state_id)
+        if state:
+            out.write(state)
+
+    def set_state_stream(self, inp, state_id: str | None) -> None:
+        """Requester with pbcast.STREAMING_STATE_TRANSFER: read the state from ``inp``, a binary file-like
+        object (``read(n)``, ``readinto``, ``read1``; ``b""`` at the end), in pieces. The stack closes it
+        afterwards. The default reads it all and calls :meth:`set_state` / :meth:`set_partial_state`."""
+        data = inp.read()
+        if state_id is None:
+            self.set_state(data)
+        else:
+            self.set_partial_state(state_id, data)
+
+
+_STATE_EVENTS = frozenset((EventType.GET_APPLSTATE, EventType.GET_STATE_OK, EventType.STATE_TRANSFER_OUTPUTSTREAM,
+                           EventType.STATE_TRANSFER_INPUTSTREAM, EventType.STATE_TRANSFER_INPUTSTREAM_CLOSED))
 
 
 def generate_name() -> str:
@@ -89,6 +143,9 @@ class Channel(Protocol):
         self.address_generator: Callable[[], UUID] | None = None
         self._state = "open"
         self._lock = threading.RLock()
+        self._state_transfer_supported = False      # set by the CONFIG event of a state transfer protocol
+        self._state_promise = Promise()
+        self._state_lock = threading.Lock()         # one get_state() at a time (Java shares one promise too)
         self.stack = ProtocolStack(config, self, props)
         self.stack.init()
 
@@ -189,6 +246,90 @@ class Channel(Protocol):
         msg.src = self.address
         self.stack.down_msg(msg)
 
+    # ---- state transfer ----
+
+    def get_state(self, target=None, timeout: int = 5000, state_id: str | None = None) -> bool:
+        """Fetch the state from ``target`` (None: the coordinator) and install it with the receiver's
+        ``set_state``/``set_partial_state``/``set_state_stream`` (``state_id`` None: the whole state, else
+        that partial state), as ``JChannel.getState(target, state_id, timeout)``.
+
+        Returns True once the state is installed; False when there is no state to get (this member is the
+        coordinator, the provider returned none or left) or after ``timeout`` ms (0: wait for ever). Call it
+        from an application thread: the state arrives on the delivery thread, so a receiver callback
+        cannot wait for it.
+        """
+        if self._state != "connected":
+            raise ChannelError("the channel is not connected: call connect() first")
+        if not self._state_transfer_supported:
+            raise ChannelError("fetching state will fail as state transfer is not supported: add "
+                               "pbcast.STATE_TRANSFER or pbcast.STREAMING_STATE_TRANSFER to the stack configuration")
+        ex = self.stack.delivery
+        if ex is not None and ex.in_thread():
+            raise ChannelError("get_state() cannot be called on the delivery thread (from a receiver callback): "
+                               "the state is delivered on that thread")
+        if target is None:
+            view = self.view
+            target = view.members[0] if view is not None and view.members else None
+        if target is not None and target == self.address:
+            log.debug("%s: cannot get state from myself: probably the first member", self.name)
+            return False
+        with self._state_lock:
+            self._state_promise.reset()
+            self.stack.down(Event(EventType.GET_STATE, StateTransferInfo(target, state_id, int(timeout))))
+            result = self._state_promise.get(timeout if timeout and timeout > 0 else None)
+            ok = result is True
+            if not ok:
+                self.stack.down(Event(EventType.RESUME_STABLE))
+            return ok
+
+    def _state_event(self, evt: Event) -> Any:
+        """GET_APPLSTATE, GET_STATE_OK and the streams, as ``JChannel.up`` handles them."""
+        t, info = evt.type, evt.arg
+        recv = self.receiver
+        if t == EventType.GET_APPLSTATE:
+            state = None
+            try:
+                state = recv.get_state() if info.state_id is None else recv.get_partial_state(info.state_id)
+            except Exception:  # noqa: BLE001 - no state, as Java does
+                log.exception("%s: receiver.get_state() failed", self.name)
+            if state is not None and not isinstance(state, (bytes, bytearray, memoryview)):
+                log.error("%s: receiver.get_state() returned a %s, not bytes: no state", self.name,
+                          type(state).__name__)
+                state = None
+            return StateTransferInfo(None, info.state_id, 0, bytes(state) if state is not None else None)
+        if t == EventType.GET_STATE_OK:
+            state = info.state
+            try:
+                if state is not None:
+                    if info.state_id is None:
+                        recv.set_state(state)
+                    else:
+                        recv.set_partial_state(info.state_id, state)
+            except Exception:  # noqa: BLE001
+                log.exception("%s: receiver.set_state() failed", self.name)
+            finally:
+                self._state_promise.set(state is not None)
+            return None
+        if t == EventType.STATE_TRANSFER_OUTPUTSTREAM:
+            if info.output_stream is not None:
+                try:
+                    recv.get_state_stream(info.output_stream, info.state_id)
+                except Exception:  # noqa: BLE001
+                    log.exception("%s: receiver.get_state_stream() failed", self.name)
+            return None
+        if t == EventType.STATE_TRANSFER_INPUTSTREAM:
+            if info.input_stream is None:               # no connection to the provider: fail now (Java times out)
+                self._state_promise.set(False)
+                return None
+            try:
+                recv.set_state_stream(info.input_stream, info.state_id)
+            except Exception:  # noqa: BLE001
+                log.exception("%s: receiver.set_state_stream() failed", self.name)
+            return None
+        if t == EventType.STATE_TRANSFER_INPUTSTREAM_CLOSED:
+            self._state_promise.set(True)
+        return None
+
     # ---- the top of the stack ----
 
     def up(self, evt: Event) -> Any:
@@ -202,8 +343,12 @@ class Channel(Protocol):
             self._callback(self.receiver.block)
         elif t == EventType.UNBLOCK:
             self._callback(self.receiver.unblock)
-        elif t == EventType.GET_STATE:
-            return self.receiver.get_state()
+        elif t in _STATE_EVENTS:
+            return self._state_event(evt)
+        elif t == EventType.CONFIG:
+            cfg = evt.arg
+            if isinstance(cfg, dict) and cfg.get("state_transfer") is not None:
+                self._state_transfer_supported = bool(cfg["state_transfer"])
         return None
 
     def up_batch(self, msgs: list) -> None:

@@ -42,6 +42,33 @@ class EventType:
     PREPARE_VIEW = "PREPARE_VIEW"
     CONFIG = "CONFIG"                              # arg: dict
     INFO = "INFO"
+    # ---- state transfer (pbcast.STATE_TRANSFER, pbcast.STREAMING_STATE_TRANSFER, the channel) ----
+    GET_APPLSTATE = "GET_APPLSTATE"                # up, arg: StateTransferInfo(state_id); returns StateTransferInfo(state)
+    GET_STATE_OK = "GET_STATE_OK"                  # up, arg: StateTransferInfo(target=provider, state_id, state)
+    STATE_TRANSFER_OUTPUTSTREAM = "STATE_TRANSFER_OUTPUTSTREAM"   # up, arg: StateTransferInfo(output_stream)
+    STATE_TRANSFER_INPUTSTREAM = "STATE_TRANSFER_INPUTSTREAM"     # up, arg: StateTransferInfo(input_stream or None)
+    STATE_TRANSFER_OUTPUTSTREAM_CLOSED = "STATE_TRANSFER_OUTPUTSTREAM_CLOSED"
+    STATE_TRANSFER_INPUTSTREAM_CLOSED = "STATE_TRANSFER_INPUTSTREAM_CLOSED"
+    # jgpy: the NAKACK digest of what the layers above NAKACK (the application included) have finished
+    # processing, rather than what NAKACK has handed to the delivery thread (GET_DIGEST); returns Digest
+    GET_DELIVERED_DIGEST = "GET_DELIVERED_DIGEST"
+
+
+@dataclass(slots=True)
+class StateTransferInfo:
+    """The argument of the state transfer events (``org.jgroups.stack.StateTransferInfo``).
+
+    ``target`` is the provider (GET_STATE, GET_STATE_OK) or the requester (GET_APPLSTATE, the output
+    stream); ``timeout`` in ms; ``state`` the byte state; ``input_stream``/``output_stream`` the streams of
+    pbcast.STREAMING_STATE_TRANSFER (binary file-like objects).
+    """
+
+    target: Any = None
+    state_id: str | None = None
+    timeout: int = 0
+    state: bytes | None = None
+    input_stream: Any = None
+    output_stream: Any = None
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@ and can kill it with SIGKILL for crash tests. Only protocol JSON goes to stdout;
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -34,7 +35,14 @@ class Node:
         self.sent = 0
         self.first_ns = 0
         self.last_ns = 0
-        self.state_provider: bytes | None = None
+        # state transfer (set_state_provider, get_state, get_log): see interop/PROTOCOL.md
+        self.state_spec: StateSpec | None = None
+        self.partial_specs: dict[str, StateSpec] = {}
+        self.log_mode = False                      # the state is the log of delivered multicasts
+        self.delivery_log: list[bytes] = []
+        self.log_lock = threading.Lock()
+        self.report_max = 65536                    # set_state events carry the state as hex up to this size
+        self.expect_size = -1                      # set_state streams: read this many bytes, then close
         self.partition: list = []          # members ignored for good (discard keep=true)
 
     def emit(self, obj: dict) -> None:
@@ -57,6 +65,9 @@ class Node:
                     node.first_ns = now
                 node.last_ns = now
                 node.received_bytes += msg.length
+                if node.log_mode and msg.dest is None:
+                    with node.log_lock:
+                        node.delivery_log.append(msg.buffer or b"")
                 if node.sleep_ms:
                     time.sleep(node.sleep_ms / 1000.0)
                 if node.count_only:
@@ -81,11 +92,22 @@ class Node:
                 node.emit({"event": "unblock"})
 
             def get_state(self):
-                node.emit({"event": "get_state"})
-                return node.state_provider
+                return node.provide_bytes(None)
+
+            def get_partial_state(self, state_id):
+                return node.provide_bytes(state_id)
+
+            def get_state_stream(self, out, state_id):
+                node.provide_stream(out, state_id)
 
             def set_state(self, state):
-                node.emit({"event": "set_state", "state": state.hex() if state is not None else None})
+                node.install_bytes(None, state)
+
+            def set_partial_state(self, state_id, state):
+                node.install_bytes(state_id, state)
+
+            def set_state_stream(self, inp, state_id):
+                node.install_stream(inp, state_id)
         return R()
 
     @staticmethod
@@ -198,9 +220,131 @@ class Node:
             d.down_loss = float(c["down"])
         return {}
 
+    # ---- state transfer ----
+
     def cmd_set_state_provider(self, c: dict) -> dict:
-        self.state_provider = bytes.fromhex(c["state"]) if c.get("state") is not None else None
+        spec = StateSpec.parse(c)
+        partial = {k: StateSpec.parse(v) for k, v in (c.get("partial") or {}).items()}
+        log = bool(c.get("log"))
+        if log and not self.log_mode:
+            with self.log_lock:
+                self.delivery_log = []
+        self.log_mode = log
+        self.state_spec = spec
+        self.partial_specs = partial
         return {}
+
+    def cmd_get_state(self, c: dict) -> dict:
+        ch = self._require()
+        target = self._resolve(c.get("target"))
+        self.report_max = int(c["report_max"]) if c.get("report_max") is not None else 65536
+        self.expect_size = int(c["expect_size"]) if c.get("expect_size") is not None else -1
+        timeout = c.get("timeout_ms", c.get("timeout"))      # timeout_ms: HarnessNode.call() takes "timeout"
+        timeout = int(timeout) if timeout is not None else 5000
+        t0 = time.perf_counter()
+        rc = ch.get_state(target, timeout, c.get("state_id"))
+        return {"result": rc, "seconds": time.perf_counter() - t0}
+
+    def cmd_get_log(self, c: dict) -> dict:
+        with self.log_lock:
+            entries = [e.hex() for e in self.delivery_log]
+        return {"count": len(entries), "entries": entries}
+
+    def cmd_state_request_encode(self, c: dict) -> dict:
+        from jgpy.javaser import state_request_bytes
+        addr = from_json(c["address"]) if c.get("address") is not None else None
+        return {"hex": state_request_bytes(c.get("state_id"), addr).hex()}
+
+    def cmd_state_request_decode(self, c: dict) -> dict:
+        from jgpy.javaser import ObjectInput
+        inp = ObjectInput.from_bytes(bytes.fromhex(c["hex"]))
+        sid, addr = inp.read_object(), inp.read_object()
+        return {"state_id": sid, "address": to_json(addr) if addr is not None else None,
+                "class": "org.jgroups.util.UUID" if addr is not None else None}
+
+    def _spec_for(self, state_id):
+        spec = self.partial_specs.get(state_id) if state_id is not None else None
+        return spec if spec is not None else self.state_spec
+
+    def encode_log(self) -> bytes:
+        with self.log_lock:
+            return b"".join(len(e).to_bytes(4, "big") + e for e in self.delivery_log)
+
+    def install_log(self, state: bytes) -> None:
+        entries, pos, mv = [], 0, memoryview(state)
+        while pos < len(mv):
+            n = int.from_bytes(mv[pos:pos + 4], "big")
+            entries.append(mv[pos + 4:pos + 4 + n].tobytes())
+            pos += 4 + n
+        with self.log_lock:
+            self.delivery_log = entries
+
+    def _state_event(self, name, state_id, small, size, sha, t0) -> None:
+        ev = {"event": name, "size": size, "sha256": sha, "seconds": time.perf_counter() - t0}
+        if state_id is not None:
+            ev["state_id"] = state_id
+        if small is not None and len(small) <= self.report_max:
+            ev["state"] = bytes(small).hex()
+        if self.log_mode:
+            with self.log_lock:
+                ev["entries"] = len(self.delivery_log)
+        self.emit(ev)
+
+    def provide_bytes(self, state_id):
+        t0 = time.perf_counter()
+        spec = self._spec_for(state_id)
+        s = spec.bytes(self) if spec is not None else None
+        self._state_event("get_state", state_id, s, len(s) if s is not None else 0,
+                          hashlib.sha256(s).hexdigest() if s is not None else None, t0)
+        return s
+
+    def provide_stream(self, out, state_id) -> None:
+        t0 = time.perf_counter()
+        spec = self._spec_for(state_id)
+        small, n = None, 0
+        if spec is not None and spec.gen is not None:
+            for chunk in spec.gen.chunks(spec.size):
+                out.write(chunk)
+                n += len(chunk)
+        elif spec is not None:
+            small = spec.bytes(self)
+            if small is not None:
+                out.write(small)
+                n = len(small)
+        out.flush()
+        self._state_event("get_state", state_id, small, n, hashlib.sha256(small).hexdigest() if small is not None
+                          else None, t0)
+
+    def install_bytes(self, state_id, state: bytes) -> None:
+        t0 = time.perf_counter()
+        if self.log_mode and state_id is None:       # the log is the full state; a partial one is only reported
+            self.install_log(state)
+        self._state_event("set_state", state_id, state, len(state) if state is not None else 0,
+                          hashlib.sha256(state).hexdigest() if state is not None else None, t0)
+
+    def install_stream(self, inp, state_id) -> None:
+        """Chunks, hashed as they come: a big state is never held (only what is reported or logged)."""
+        t0 = time.perf_counter()
+        h = hashlib.sha256()
+        limit = self.expect_size
+        keep_max = float("inf") if self.log_mode else self.report_max
+        kept: bytearray | None = bytearray()
+        n = 0
+        while limit < 0 or n < limit:
+            want = 65536 if limit < 0 else min(65536, limit - n)
+            chunk = inp.read(want)
+            if not chunk:
+                break
+            h.update(chunk)
+            if kept is not None:
+                if n + len(chunk) <= keep_max:
+                    kept += chunk
+                else:
+                    kept = None
+            n += len(chunk)
+        if self.log_mode and state_id is None and kept is not None:
+            self.install_log(bytes(kept))
+        self._state_event("set_state", state_id, kept, n, h.hexdigest(), t0)
 
     def cmd_disconnect(self, c: dict) -> dict:
         if self.channel is not None:
@@ -214,6 +358,94 @@ class Node:
 
     def cmd_ping(self, c: dict) -> dict:
         return {}
+
+
+GEN_BLOCK = 65536
+
+
+class StateGen:
+    """Deterministic state bytes, the same as the Java harness's ``StateGen``: 64 KiB blocks; block i is a
+    64 KiB base block rotated left by ``(i*40503) mod 65536`` with its first 8 bytes replaced by i
+    (big-endian); the base block is ``SHA-256(b"jgpy-state" + seed (8 bytes BE) + k (4 bytes BE))``, k=0..2047."""
+
+    def __init__(self, seed: int = 0):
+        sb = int(seed).to_bytes(8, "big", signed=True)
+        base = b"".join(hashlib.sha256(b"jgpy-state" + sb + k.to_bytes(4, "big")).digest()
+                        for k in range(GEN_BLOCK // 32))
+        self.base2 = base + base
+
+    def block(self, i: int) -> bytes:
+        r = (i * 40503) & 0xFFFF
+        return i.to_bytes(8, "big") + self.base2[r + 8:r + GEN_BLOCK]
+
+    def chunks(self, size: int):
+        done, i = 0, 0
+        while done < size:
+            b = self.block(i)
+            n = min(GEN_BLOCK, size - done)
+            yield b if n == GEN_BLOCK else b[:n]
+            done += n
+            i += 1
+
+    def bytes(self, size: int) -> bytes:
+        return b"".join(self.chunks(size))
+
+
+def generated_sha256(size: int, seed: int = 0) -> str:
+    """SHA-256 (hex) of the generated state ``{"size": size, "seed": seed}``."""
+    h = hashlib.sha256()
+    for c in StateGen(seed).chunks(size):
+        h.update(c)
+    return h.hexdigest()
+
+
+class StateSpec:
+    """A provider state of ``set_state_provider``: fixed bytes, generated bytes or the delivery log."""
+
+    def __init__(self, fixed: bytes | None = None, gen: StateGen | None = None, size: int = 0, log: bool = False):
+        self.fixed, self.gen, self.size, self.log = fixed, gen, size, log
+
+    @classmethod
+    def parse(cls, c: dict) -> "StateSpec | None":
+        if c.get("generate") is not None:
+            g = c["generate"]
+            return cls(gen=StateGen(int(g.get("seed") or 0)), size=int(g["size"]))
+        if c.get("log"):
+            return cls(log=True)
+        if c.get("state") is not None:
+            return cls(fixed=bytes.fromhex(c["state"]))
+        return None
+
+    def bytes(self, node: Node) -> bytes | None:
+        if self.log:
+            return node.encode_log()
+        if self.gen is not None:
+            return self.gen.bytes(self.size)
+        return self.fixed
+
+
+def proc_memory(pid: int) -> dict:
+    """``{"rss": VmRSS, "hwm": VmHWM}`` in bytes of a process (Linux /proc), or {} if unreadable."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    key, val = line.split(":", 1)
+                    out["rss" if key == "VmRSS" else "hwm"] = int(val.split()[0]) * 1024
+    except OSError:
+        return {}
+    return out
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Reset VmHWM to the current RSS (``echo 5 > /proc/<pid>/clear_refs``); False if not allowed."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def _process_stats() -> dict:

@@ -78,6 +78,9 @@ class NAKACK(Protocol):
         self.running = False
         self._seqno_lock = threading.Lock()
         self._deliver_lock = threading.Lock()
+        # sender -> (window, highest seqno of that window the layers above have finished processing): the
+        # handed-over batches update it on the delivery thread once they are through (GET_DELIVERED_DIGEST)
+        self._processed: dict = {}
         self._xmit_task = None
         self._rl = RateLimitedLog(self.log)
         self.counters = dict.fromkeys(
@@ -112,6 +115,7 @@ class NAKACK(Protocol):
         for w in self.windows.values():
             w.destroy()
         self.windows = {}
+        self._processed = {}
         self.is_server = False
 
     def _new_window(self, highest_delivered: int, low: int) -> NakReceiverWindow:
@@ -184,6 +188,7 @@ class NAKACK(Protocol):
         oob_up: list = []
         with self._deliver_lock:
             deliver: list = []
+            marks: list = []
             for sender, entries in by_sender.items():
                 if sender is None:
                     self._rl.error("null-sender", "dropped a multicast without a sender")
@@ -218,6 +223,8 @@ class NAKACK(Protocol):
                     else:
                         self.counters["dropped_duplicate"] += 1
                 ready = win.remove_many(self.discard_delivered_msgs and not loopback, self.max_msg_batch_size)
+                if ready:
+                    marks.append((sender, win, win.highest_delivered))
                 for m in ready:
                     if m.flags & OOB:
                         if m.transient_flags & OOB_DELIVERED:
@@ -226,12 +233,24 @@ class NAKACK(Protocol):
                         oob_up.append(m)
                         continue
                     deliver.append(m)
-            if deliver:
+            if deliver or marks:
                 self.counters["msgs_delivered"] += len(deliver)
-                self.stack.deliver(self.up_prot, deliver)
+                ex = self.stack.delivery
+                if ex is not None:
+                    ex.submit(self._deliver, deliver, marks)
         if oob_up:
             self.counters["oob_delivered"] += len(oob_up)
             self.up_prot.up_batch(oob_up)
+
+    def _deliver(self, msgs: list, marks: list) -> None:
+        """On the delivery thread: pass a handed-over batch up, then record how far it got."""
+        try:
+            if msgs:
+                self.up_prot.up_batch(msgs)
+        finally:
+            processed = self._processed
+            for sender, win, hd in marks:
+                processed[sender] = (win, hd)
 
     # ---- retransmission ----
 
@@ -296,6 +315,25 @@ class NAKACK(Protocol):
             d.set(sender, *win.digest())
         return d
 
+    def get_delivered_digest(self) -> Digest:
+        """Like :meth:`get_digest`, but highest_delivered is what the layers above NAKACK (the application
+        included) have finished processing, not what was handed to the delivery thread: state transfer
+        sends this digest with a state taken on the delivery thread, so digest and state agree."""
+        d = Digest()
+        processed = self._processed
+        for sender, win in list(self.windows.items()):
+            low, hd, hr = win.digest()
+            p = processed.get(sender)
+            if p is not None and p[0] is win and p[1] < hd:
+                hd = p[1]
+            d.set(sender, min(low, hd), hd, hr)
+        return d
+
+    def _install_window(self, sender, hd: int, low: int) -> None:
+        win = self._new_window(hd, low)
+        self.windows[sender] = win
+        self._processed[sender] = (win, hd)
+
     def set_digest(self, digest: Digest, merge: bool) -> None:
         if digest is None:
             return
@@ -312,23 +350,27 @@ class NAKACK(Protocol):
                 if sender == me:                       # JGRP-1251 (never reached: own entry is skipped above)
                     with self._seqno_lock:
                         self.seqno = hd
-            self.windows[sender] = self._new_window(hd, low)
+            self._install_window(sender, hd, low)
 
     def overwrite_digest(self, digest: Digest) -> None:
         if digest is None:
             return
         me = self.local_addr
-        for sender, low, hd, _hr in digest.entries():
-            if sender is None:
-                continue
-            win = self.windows.get(sender)
-            if win is not None:
-                if sender == me:
-                    win.set_highest_delivered(hd)
+        # under the delivery lock: a batch is handed over either before the windows are replaced (then it is
+        # queued before anything the caller submits to the delivery thread afterwards) or not at all
+        with self._deliver_lock:
+            for sender, low, hd, _hr in digest.entries():
+                if sender is None:
                     continue
-                del self.windows[sender]
-                win.destroy()
-            self.windows[sender] = self._new_window(hd, low)
+                win = self.windows.get(sender)
+                if win is not None:
+                    if sender == me:
+                        win.set_highest_delivered(hd)
+                        self._processed[sender] = (win, hd)
+                        continue
+                    del self.windows[sender]
+                    win.destroy()
+                self._install_window(sender, hd, low)
 
     def stable(self, digest: Digest) -> None:
         if digest is None or self.local_addr is None:
@@ -357,6 +399,8 @@ class NAKACK(Protocol):
             return None
         if t == EventType.GET_DIGEST:
             return self.get_digest()
+        if t == EventType.GET_DELIVERED_DIGEST:
+            return self.get_delivered_digest()
         if t == EventType.SET_DIGEST:
             self.set_digest(evt.arg, False)
             return None
@@ -375,6 +419,7 @@ class NAKACK(Protocol):
             for sender in list(self.windows):
                 if sender not in self.members and sender != me:
                     self.windows.pop(sender).destroy()
+                    self._processed.pop(sender, None)
             self.is_server = True
         elif t == EventType.BECOME_SERVER:
             self.is_server = True

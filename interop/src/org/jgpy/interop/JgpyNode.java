@@ -11,7 +11,12 @@ import org.jgroups.View;
 import org.jgroups.util.UUID;
 
 import java.io.BufferedReader;
+import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
+import java.io.ObjectInputStream;
+import java.io.ObjectOutputStream;
+import java.security.MessageDigest;
+import java.util.HashMap;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.InputStream;
@@ -40,7 +45,14 @@ public final class JgpyNode {
     private static PrintStream proto;
 
     private JChannel channel;
-    private volatile byte[] providerState;
+    // ---- state transfer (set_state_provider, get_state, get_log): see interop/PROTOCOL.md ----
+    private volatile StateSpec stateSpec;                                 // the provider's (full) state
+    private volatile Map<String,StateSpec> partialSpecs=new HashMap<>();  // state_id -> partial state
+    private volatile boolean logMode;                  // the state is the log of delivered multicasts
+    // lock-free: a delivering thread must never block here (BARRIER does not wait for a thread that is not RUNNABLE)
+    private final java.util.concurrent.ConcurrentLinkedQueue<byte[]> deliveryLog=new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private volatile long reportMax=65536;             // set_state events carry the state as hex up to this size
+    private volatile long expectSize=-1;               // set_state streams: read this many bytes, then close
     private volatile boolean countOnly;
     private volatile long receiveSleepMs;      // a slow receiver: sleep this long in receive() per message
     private final AtomicLong received=new AtomicLong(), receivedBytes=new AtomicLong(), sent=new AtomicLong();
@@ -144,16 +156,39 @@ public final class JgpyNode {
                 return Json.obj();
             case "dump_stats": return protocolStats();
             case "discard": return discard(cmd);
-            case "set_state_provider":
-                providerState=Codec.toBytes(cmd.get("state"), "state");
-                return Json.obj();
+            case "set_state_provider": return setStateProvider(cmd);
             case "get_state": {
                 JChannel ch=requireChannel();
                 Address target=resolve(cmd.get("target"));
-                long timeout=cmd.get("timeout") != null ? Codec.toLong(cmd.get("timeout"), "timeout") : 5000L;
+                Object to=cmd.get("timeout_ms") != null ? cmd.get("timeout_ms") : cmd.get("timeout");  // HarnessNode.call takes "timeout"
+                long timeout=to != null ? Codec.toLong(to, "timeout") : 5000L;
                 String state_id=Codec.toStr(cmd.get("state_id"), "state_id");
+                reportMax=cmd.get("report_max") != null ? Codec.toLong(cmd.get("report_max"), "report_max") : 65536;
+                expectSize=cmd.get("expect_size") != null ? Codec.toLong(cmd.get("expect_size"), "expect_size") : -1;
+                long t0=System.nanoTime();
                 boolean rc=ch.getState(target, state_id, timeout);
-                return Json.obj("result", rc);
+                return Json.obj("result", rc, "seconds", (System.nanoTime() - t0) / 1e9);
+            }
+            case "get_log": {
+                List<Object> entries=new ArrayList<>();
+                for(byte[] e: deliveryLog) entries.add(Json.hex(e));
+                return Json.obj("count", (long)entries.size(), "entries", entries);
+            }
+            case "state_request_encode": {      // what STREAMING_STATE_TRANSFER's requester writes on the socket
+                ByteArrayOutputStream bos=new ByteArrayOutputStream();
+                ObjectOutputStream oos=new ObjectOutputStream(bos);
+                oos.writeObject(Codec.toStr(cmd.get("state_id"), "state_id"));
+                oos.writeObject(cmd.get("address") == null ? null : Codec.buildAddress(cmd.get("address")));
+                oos.flush();
+                return Json.obj("hex", Json.hex(bos.toByteArray()));
+            }
+            case "state_request_decode": {      // what the provider reads from it
+                byte[] data=Codec.toBytes(cmd.get("hex"), "hex");
+                ObjectInputStream ois=new ObjectInputStream(new ByteArrayInputStream(data));
+                String sid=(String)ois.readObject();
+                Object addr=ois.readObject();
+                return Json.obj("state_id", sid, "address", Codec.toJson(addr),
+                                "class", addr == null ? null : addr.getClass().getName());
             }
             case "disconnect":
                 requireChannel().disconnect();
@@ -361,6 +396,145 @@ public final class JgpyNode {
         return bos.toByteArray();
     }
 
+    // ------------------------------------------------------------------ state transfer
+
+    /** set_state_provider: {state: hex} | {generate: {size, seed}} | {log: true}, plus partial: {id: spec}. */
+    Map<String,Object> setStateProvider(Map<String,Object> cmd) throws Exception {
+        boolean log=cmd.get("log") != null && Codec.toBool(cmd.get("log"), "log");
+        StateSpec spec=parseSpec(cmd);
+        Map<String,StateSpec> partial=new HashMap<>();
+        if(cmd.get("partial") != null)
+            for(Map.Entry<String,Object> e: Codec.toMap(cmd.get("partial"), "partial").entrySet())
+                partial.put(e.getKey(), parseSpec(Codec.toMap(e.getValue(), "partial state " + e.getKey())));
+        if(log && !logMode)
+            deliveryLog.clear();
+        logMode=log;
+        stateSpec=spec;
+        partialSpecs=partial;
+        return Json.obj();
+    }
+
+    StateSpec parseSpec(Map<String,Object> m) throws Exception {
+        if(m.get("generate") != null) {
+            Map<String,Object> g=Codec.toMap(m.get("generate"), "generate");
+            return new StateSpec(null, new StateGen(g.get("seed") != null ? Codec.toLong(g.get("seed"), "seed") : 0),
+                                 Codec.toLong(g.get("size"), "size"), false);
+        }
+        if(m.get("log") != null && Codec.toBool(m.get("log"), "log"))
+            return new StateSpec(null, null, 0, true);
+        byte[] fixed=Codec.toBytes(m.get("state"), "state");
+        return fixed == null ? null : new StateSpec(fixed, null, 0, false);
+    }
+
+    StateSpec specFor(String state_id) {
+        StateSpec s=state_id != null ? partialSpecs.get(state_id) : null;
+        return s != null ? s : stateSpec;
+    }
+
+    /** The log as a state: [int length][payload] per delivered multicast, in delivery order. */
+    byte[] encodeLog() throws Exception {
+        ByteArrayOutputStream bos=new ByteArrayOutputStream();
+        java.io.DataOutputStream dos=new java.io.DataOutputStream(bos);
+        for(byte[] e: deliveryLog) {dos.writeInt(e.length); dos.write(e);}
+        dos.flush();
+        return bos.toByteArray();
+    }
+
+    void installLog(byte[] state) throws Exception {
+        List<byte[]> entries=new ArrayList<>();
+        java.io.DataInputStream in=new java.io.DataInputStream(new ByteArrayInputStream(state));
+        while(in.available() > 0) {
+            byte[] e=new byte[in.readInt()];
+            in.readFully(e);
+            entries.add(e);
+        }
+        deliveryLog.clear();        // the requester installs the state with its BARRIER closed
+        deliveryLog.addAll(entries);
+    }
+
+    int logSize() {
+        return deliveryLog.size();
+    }
+
+    void stateEvent(String name, String state_id, byte[] small, long size, String sha, long t0) {
+        Map<String,Object> m=Json.obj("event", name, "size", size, "sha256", sha, "seconds", (System.nanoTime() - t0) / 1e9);
+        if(state_id != null) m.put("state_id", state_id);
+        if(small != null && small.length <= reportMax) m.put("state", Json.hex(small));
+        if(logMode) m.put("entries", (long)logSize());
+        emit(m);
+    }
+
+    static String sha256(byte[] b) throws Exception {
+        return Json.hex(MessageDigest.getInstance("SHA-256").digest(b));
+    }
+
+    /** A provider state: fixed bytes, generated bytes (StateGen) or the delivery log. */
+    final class StateSpec {
+        final byte[] fixed; final StateGen gen; final long size; final boolean log;
+        StateSpec(byte[] fixed, StateGen gen, long size, boolean log) {
+            this.fixed=fixed; this.gen=gen; this.size=size; this.log=log;
+        }
+        byte[] bytes() throws Exception {
+            if(log) return encodeLog();
+            if(gen != null) return gen.bytes(size);
+            return fixed;
+        }
+    }
+
+    /**
+     * Deterministic state bytes (the same in jgpy.testing.node.generate_state): 64 KiB blocks; block i is a
+     * 64 KiB base block rotated left by (i*40503) mod 65536 with its first 8 bytes replaced by i (big-endian);
+     * the base block is SHA-256("jgpy-state" + seed (8 bytes BE) + k (4 bytes BE)) for k = 0..2047.
+     */
+    static final class StateGen {
+        static final int BLOCK=65536;
+        final byte[] base2=new byte[2 * BLOCK];
+
+        StateGen(long seed) throws Exception {
+            MessageDigest md=MessageDigest.getInstance("SHA-256");
+            java.nio.ByteBuffer bb=java.nio.ByteBuffer.allocate(22);
+            for(int k=0; k < BLOCK / 32; k++) {
+                bb.clear();
+                bb.put("jgpy-state".getBytes(StandardCharsets.US_ASCII)).putLong(seed).putInt(k);
+                byte[] h=md.digest(bb.array());
+                System.arraycopy(h, 0, base2, k * 32, 32);
+            }
+            System.arraycopy(base2, 0, base2, BLOCK, BLOCK);
+        }
+
+        void block(long i, byte[] out) {
+            int r=(int)((i * 40503L) & 0xFFFF);
+            System.arraycopy(base2, r, out, 0, BLOCK);
+            for(int b=0; b < 8; b++) out[b]=(byte)(i >>> (56 - 8 * b));
+        }
+
+        /** Written in pieces of 8 KiB (a Java default-transport requester cannot take bigger STATE_PARTs). */
+        long write(OutputStream out, long size) throws Exception {
+            byte[] blk=new byte[BLOCK];
+            long done=0;
+            for(long i=0; done < size; i++) {
+                block(i, blk);
+                int n=(int)Math.min(BLOCK, size - done);
+                for(int off=0; off < n; off+=8192) out.write(blk, off, Math.min(8192, n - off));
+                done+=n;
+            }
+            return done;
+        }
+
+        byte[] bytes(long size) {
+            if(size > Integer.MAX_VALUE - 16) throw new IllegalArgumentException("a byte[] state of " + size + " bytes");
+            byte[] all=new byte[(int)size], blk=new byte[BLOCK];
+            int done=0;
+            for(long i=0; done < size; i++) {
+                block(i, blk);
+                int n=(int)Math.min(BLOCK, size - done);
+                System.arraycopy(blk, 0, all, done, n);
+                done+=n;
+            }
+            return all;
+        }
+    }
+
     final class Recv implements ExtendedReceiver {
         public void receive(Message msg) {
             try {
@@ -369,6 +543,10 @@ public final class JgpyNode {
                     firstRecvNs=now;
                 lastRecvNs=now;
                 receivedBytes.addAndGet(msg.getLength());
+                if(logMode && msg.getDest() == null) {
+                    byte[] p=msg.getBuffer();
+                    deliveryLog.add(p == null ? new byte[0] : p);
+                }
                 if(receiveSleepMs > 0) Thread.sleep(receiveSleepMs);
                 if(countOnly) return;
                 byte[] raw=msg.getRawBuffer();
@@ -405,26 +583,38 @@ public final class JgpyNode {
         public void unblock() {event("unblock");}
 
         public byte[] getState() {
-            event("get_state");
-            return providerState;
+            return getState((String)null);
         }
 
         public byte[] getState(String state_id) {
-            event("get_state", "state_id", state_id);
-            return providerState;
+            long t0=System.nanoTime();
+            try {
+                StateSpec spec=specFor(state_id);
+                byte[] s=spec == null ? null : spec.bytes();
+                stateEvent("get_state", state_id, s, s == null ? 0 : s.length, s == null ? null : sha256(s), t0);
+                return s;
+            }
+            catch(Throwable t) {errorEvent("getState", t); return null;}
         }
 
         public void getState(OutputStream out) {
-            getState(null, out);
+            getState((String)null, out);
         }
 
         public void getState(String state_id, OutputStream out) {
+            long t0=System.nanoTime();
             try {
-                if(state_id == null) event("get_state");
-                else event("get_state", "state_id", state_id);
-                byte[] s=providerState;
-                if(s != null) out.write(s);
+                StateSpec spec=specFor(state_id);
+                byte[] small=null;
+                long n=0;
+                if(spec != null && spec.gen != null)
+                    n=spec.gen.write(out, spec.size);
+                else if(spec != null && (small=spec.bytes()) != null) {
+                    for(int off=0; off < small.length; off+=8192) out.write(small, off, Math.min(8192, small.length - off));
+                    n=small.length;
+                }
                 out.flush();
+                stateEvent("get_state", state_id, small, n, small == null ? null : sha256(small), t0);
             }
             catch(Throwable t) {errorEvent("getState(OutputStream)", t);}
             finally {
@@ -433,22 +623,45 @@ public final class JgpyNode {
         }
 
         public void setState(byte[] state) {
-            event("set_state", "state", Json.hex(state));
+            setState((String)null, state);
         }
 
         public void setState(String state_id, byte[] state) {
-            event("set_state", "state", Json.hex(state), "state_id", state_id);
+            long t0=System.nanoTime();
+            try {
+                if(logMode && state_id == null) installLog(state);   // a partial state is only reported
+                stateEvent("set_state", state_id, state, state == null ? 0 : state.length,
+                           state == null ? null : sha256(state), t0);
+            }
+            catch(Throwable t) {errorEvent("setState", t);}
         }
 
         public void setState(InputStream in) {
-            setState(null, in);
+            setState((String)null, in);
         }
 
         public void setState(String state_id, InputStream in) {
+            long t0=System.nanoTime();
             try {
-                byte[] s=readAll(in);
-                if(state_id == null) event("set_state", "state", Json.hex(s));
-                else event("set_state", "state", Json.hex(s), "state_id", state_id);
+                // chunks, hashed as they come: a big state is never held (only what is reported or logged)
+                MessageDigest md=MessageDigest.getInstance("SHA-256");
+                long limit=expectSize, keepMax=logMode ? Long.MAX_VALUE : reportMax, n=0;
+                ByteArrayOutputStream kept=new ByteArrayOutputStream();
+                byte[] buf=new byte[65536];
+                while(limit < 0 || n < limit) {
+                    int want=limit < 0 ? buf.length : (int)Math.min(buf.length, limit - n);
+                    int r=in.read(buf, 0, want);
+                    if(r < 0) break;
+                    md.update(buf, 0, r);
+                    if(kept != null) {
+                        if(n + r <= keepMax) kept.write(buf, 0, r);
+                        else kept=null;
+                    }
+                    n+=r;
+                }
+                byte[] s=kept != null ? kept.toByteArray() : null;
+                if(logMode && state_id == null && s != null) installLog(s);
+                stateEvent("set_state", state_id, s, n, Json.hex(md.digest()), t0);
             }
             catch(Throwable t) {errorEvent("setState(InputStream)", t);}
             finally {

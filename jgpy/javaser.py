@@ -1,0 +1,456 @@
+"""Just enough Java serialization (``java.io.ObjectOutputStream``/``ObjectInputStream``) for JGroups 2.12.
+
+pbcast.STREAMING_STATE_TRANSFER opens its state socket with a Java object stream: the requester writes
+``new ObjectOutputStream(out)``, ``writeObject(String state_id)`` (null for the full state) and
+``writeObject(Address local_addr)``; the provider reads both with an ``ObjectInputStream`` and then streams
+the raw state. A jgpy member writes the same bytes (:func:`state_request_bytes`) and reads what a Java
+member writes (:func:`read_state_request`).
+
+The format is the Java Object Serialization Stream Protocol, version 2 (the default since JDK 1.2):
+
+* stream header ``AC ED 00 05`` (STREAM_MAGIC, STREAM_VERSION)
+* a String: ``TC_STRING`` (0x74) + u2 length + modified UTF-8, or ``TC_LONGSTRING`` (0x7C) + u8 length when
+  the modified UTF-8 form is longer than 65535 bytes; null is ``TC_NULL`` (0x70)
+* an ``org.jgroups.util.UUID`` (``Externalizable``): ``TC_OBJECT`` (0x73), its class descriptor
+  ``TC_CLASSDESC`` (0x72) + writeUTF("org.jgroups.util.UUID") + serialVersionUID 3972962439975931228 (s8) +
+  flags ``SC_EXTERNALIZABLE|SC_BLOCK_DATA`` (0x0C) + 0 fields (u2: externalizable classes declare none) +
+  ``TC_ENDBLOCKDATA`` (0x78, no class annotations) + super class descriptor ``TC_NULL`` (Object is not
+  serializable); then ``writeExternal`` in block-data mode: ``TC_BLOCKDATA`` (0x77) + u1 16 + lsb (s8) + msb
+  (s8), closed by ``TC_ENDBLOCKDATA``.
+
+Every object and class descriptor takes the next handle (from 0x7E0000); a repeated one is written as
+``TC_REFERENCE`` (0x71) + s4 handle, which the reader resolves. The reader handles what Java's writer
+produces for strings, enums, arrays, class objects, ``Externalizable`` objects (block data, kept raw) and
+``Serializable`` objects (field values; ``writeObject`` extras are read and dropped). The byte layout was
+checked against the live JVM (``tests/test_state_transfer.py``).
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from jgpy._core.address import UUID
+
+STREAM_MAGIC = 0xACED
+STREAM_VERSION = 5
+STREAM_HEADER = b"\xac\xed\x00\x05"
+
+TC_NULL = 0x70
+TC_REFERENCE = 0x71
+TC_CLASSDESC = 0x72
+TC_OBJECT = 0x73
+TC_STRING = 0x74
+TC_ARRAY = 0x75
+TC_CLASS = 0x76
+TC_BLOCKDATA = 0x77
+TC_ENDBLOCKDATA = 0x78
+TC_RESET = 0x79
+TC_BLOCKDATALONG = 0x7A
+TC_EXCEPTION = 0x7B
+TC_LONGSTRING = 0x7C
+TC_PROXYCLASSDESC = 0x7D
+TC_ENUM = 0x7E
+BASE_WIRE_HANDLE = 0x7E0000
+
+SC_WRITE_METHOD = 0x01
+SC_SERIALIZABLE = 0x02
+SC_EXTERNALIZABLE = 0x04
+SC_BLOCK_DATA = 0x08
+SC_ENUM = 0x10
+
+UUID_CLASS = "org.jgroups.util.UUID"
+UUID_SERIAL_VERSION_UID = 3972962439975931228
+
+
+class JavaSerializationError(ValueError):
+    """Bytes that are not a Java object stream this module can read (or a value it cannot write)."""
+
+
+# ---- modified UTF-8 (DataOutput.writeUTF) -------------------------------------------------------------
+
+def modified_utf8(s: str) -> bytes:
+    """Java's modified UTF-8: UTF-16 code units, each as 1-3 bytes; U+0000 as ``C0 80``."""
+    if s.isascii() and "\x00" not in s:
+        return s.encode("ascii")
+    units = array("H", s.encode("utf-16-le", "surrogatepass"))
+    return "".join(map(chr, units)).encode("utf-8", "surrogatepass").replace(b"\x00", b"\xc0\x80")
+
+
+def decode_modified_utf8(b: bytes) -> str:
+    try:
+        return (bytes(b).replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
+                .encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass"))
+    except UnicodeError as e:
+        raise JavaSerializationError(f"malformed modified UTF-8: {e}") from None
+
+
+# ---- writing -----------------------------------------------------------------------------------------
+
+class ObjectOutput:
+    """An ``ObjectOutputStream`` for strings and JGroups UUIDs; :meth:`getvalue` gives the bytes so far."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(STREAM_HEADER)
+        self._next_handle = BASE_WIRE_HANDLE
+        self._handles: dict = {}              # key -> handle (class descriptors, strings)
+
+    def _assign(self, key=None) -> int:
+        h = self._next_handle
+        self._next_handle += 1
+        if key is not None:
+            self._handles[key] = h
+        return h
+
+    def _utf(self, s: str) -> None:
+        b = modified_utf8(s)
+        if len(b) > 0xFFFF:
+            raise JavaSerializationError(f"writeUTF: {len(b)} bytes is too long")
+        self.buf += struct.pack(">H", len(b)) + b
+
+    def write_null(self) -> None:
+        self.buf.append(TC_NULL)
+
+    def write_string(self, s: str | None) -> None:
+        """``writeObject(String)`` (None: null). Strings are shared like Java's: by value here, which is
+        what Java does for the same String object."""
+        if s is None:
+            self.write_null()
+            return
+        ref = self._handles.get(("str", s))
+        if ref is not None:
+            self.buf += struct.pack(">Bi", TC_REFERENCE, ref)
+            return
+        b = modified_utf8(s)
+        if len(b) <= 0xFFFF:
+            self.buf += struct.pack(">BH", TC_STRING, len(b)) + b
+        else:
+            self.buf += struct.pack(">BQ", TC_LONGSTRING, len(b)) + b
+        self._assign(("str", s))
+
+    def _externalizable_desc(self, class_name: str, suid: int) -> None:
+        ref = self._handles.get(("desc", class_name))
+        if ref is not None:
+            self.buf += struct.pack(">Bi", TC_REFERENCE, ref)
+            return
+        self.buf.append(TC_CLASSDESC)
+        self._assign(("desc", class_name))
+        self._utf(class_name)
+        self.buf += struct.pack(">qBH", suid, SC_EXTERNALIZABLE | SC_BLOCK_DATA, 0)
+        self.buf.append(TC_ENDBLOCKDATA)            # no class annotations
+        self.buf.append(TC_NULL)                    # super class (java.lang.Object) is not serializable
+
+    def write_block_data(self, data: bytes) -> None:
+        n = len(data)
+        if n <= 0xFF:
+            self.buf += struct.pack(">BB", TC_BLOCKDATA, n)
+        else:
+            self.buf += struct.pack(">Bi", TC_BLOCKDATALONG, n)
+        self.buf += data
+
+    def write_uuid(self, addr: UUID | None) -> None:
+        """``writeObject(org.jgroups.util.UUID)`` (None: null); a UUID subclass is written as a plain UUID."""
+        if addr is None:
+            self.write_null()
+            return
+        self.buf.append(TC_OBJECT)
+        self._externalizable_desc(UUID_CLASS, UUID_SERIAL_VERSION_UID)
+        self._assign()
+        self.write_block_data(struct.pack(">qq", addr.lsb, addr.msb))      # writeExternal: lsb, msb
+        self.buf.append(TC_ENDBLOCKDATA)
+
+    def getvalue(self) -> bytes:
+        return bytes(self.buf)
+
+
+def state_request_bytes(state_id: str | None, local_addr: UUID | None) -> bytes:
+    """What a JGroups 2.12 state requester writes on the STREAMING_STATE_TRANSFER socket."""
+    out = ObjectOutput()
+    out.write_string(state_id)
+    out.write_uuid(local_addr)
+    return out.getvalue()
+
+
+# ---- reading -----------------------------------------------------------------------------------------
+
+@dataclass
+class ClassDesc:
+    name: str
+    suid: int
+    flags: int
+    fields: list = field(default_factory=list)      # [(type code, name, class name or None)]
+    super_desc: "ClassDesc | None" = None
+    proxy_interfaces: list | None = None
+
+
+@dataclass
+class JavaObject:
+    """An object read from a stream: its class and either ``external`` (the raw block data of an
+    Externalizable) or ``fields`` (per class, super class first: ``{field name: value}``)."""
+
+    desc: ClassDesc
+    external: bytes | None = None
+    fields: dict = field(default_factory=dict)
+
+    @property
+    def class_name(self) -> str:
+        return self.desc.name
+
+
+@dataclass
+class JavaEnum:
+    class_name: str
+    constant: str
+
+
+@dataclass
+class JavaArray:
+    class_name: str
+    values: Any
+
+
+_PRIM = {"B": (">b", 1), "C": (">H", 2), "D": (">d", 8), "F": (">f", 4), "I": (">i", 4), "J": (">q", 8),
+         "S": (">h", 2), "Z": (">?", 1)}
+
+
+class ObjectInput:
+    """An ``ObjectInputStream`` over ``read(n)`` (a function returning up to n bytes, b"" at EOF). The
+    stream header is read by the constructor, as Java's does."""
+
+    def __init__(self, read: Callable[[int], bytes]):
+        self._read = read
+        self._handles: list = []
+        header = self._exact(4)
+        if header != STREAM_HEADER:
+            raise JavaSerializationError(f"not a Java object stream (header {header.hex()}, expected aced0005)")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "ObjectInput":
+        mv = memoryview(bytes(data))
+        pos = [0]
+
+        def read(n: int) -> bytes:
+            chunk = mv[pos[0]:pos[0] + n].tobytes()
+            pos[0] += len(chunk)
+            return chunk
+        obj = cls(read)
+        obj._consumed = lambda: pos[0]      # type: ignore[attr-defined]
+        return obj
+
+    def _exact(self, n: int) -> bytes:
+        parts = []
+        left = n
+        while left > 0:
+            chunk = self._read(left)
+            if not chunk:
+                raise JavaSerializationError(f"end of stream: {left} of {n} bytes missing")
+            parts.append(chunk)
+            left -= len(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _u1(self) -> int:
+        return self._exact(1)[0]
+
+    def _unpack(self, fmt: str, n: int):
+        return struct.unpack(fmt, self._exact(n))[0]
+
+    def _utf(self) -> str:
+        return decode_modified_utf8(self._exact(self._unpack(">H", 2)))
+
+    def _new_handle(self, obj=None) -> int:
+        self._handles.append(obj)
+        return len(self._handles) - 1
+
+    def _ref(self) -> Any:
+        h = self._unpack(">i", 4) - BASE_WIRE_HANDLE
+        if not 0 <= h < len(self._handles):
+            raise JavaSerializationError(f"reference to unknown handle {h + BASE_WIRE_HANDLE:#x}")
+        return self._handles[h]
+
+    # ---- objects
+
+    def read_object(self) -> Any:
+        """The next object: None, str, :class:`JavaObject`, :class:`JavaEnum`, :class:`JavaArray`, a
+        :class:`ClassDesc` (for a ``Class``) or, for ``org.jgroups.util.UUID`` and subclasses, a jgpy UUID."""
+        while True:
+            tc = self._u1()
+            if tc == TC_RESET:
+                self._handles.clear()
+                continue
+            return self._content(tc)
+
+    def _content(self, tc: int) -> Any:
+        if tc == TC_NULL:
+            return None
+        if tc == TC_REFERENCE:
+            return self._ref()
+        if tc == TC_STRING:
+            s = decode_modified_utf8(self._exact(self._unpack(">H", 2)))
+            self._new_handle(s)
+            return s
+        if tc == TC_LONGSTRING:
+            s = decode_modified_utf8(self._exact(self._unpack(">q", 8)))
+            self._new_handle(s)
+            return s
+        if tc in (TC_CLASSDESC, TC_PROXYCLASSDESC):
+            return self._class_desc_body(tc)
+        if tc == TC_CLASS:
+            desc = self._class_desc()
+            self._new_handle(desc)
+            return desc
+        if tc == TC_ENUM:
+            desc = self._class_desc()
+            h = self._new_handle()
+            name = self.read_object()
+            e = JavaEnum(desc.name if desc else "?", name)
+            self._handles[h] = e
+            return e
+        if tc == TC_ARRAY:
+            return self._array()
+        if tc == TC_OBJECT:
+            return self._object()
+        if tc == TC_EXCEPTION:
+            raise JavaSerializationError("the writer failed while writing (TC_EXCEPTION)")
+        if tc in (TC_BLOCKDATA, TC_BLOCKDATALONG):
+            raise JavaSerializationError("block data where an object was expected (OptionalDataException)")
+        if tc == TC_ENDBLOCKDATA:
+            raise JavaSerializationError("TC_ENDBLOCKDATA where an object was expected")
+        raise JavaSerializationError(f"invalid type code {tc:#04x}")
+
+    def _class_desc(self) -> ClassDesc | None:
+        tc = self._u1()
+        if tc == TC_NULL:
+            return None
+        if tc == TC_REFERENCE:
+            d = self._ref()
+            if not isinstance(d, ClassDesc):
+                raise JavaSerializationError("a reference to a non class descriptor where one was expected")
+            return d
+        if tc in (TC_CLASSDESC, TC_PROXYCLASSDESC):
+            return self._class_desc_body(tc)
+        raise JavaSerializationError(f"invalid class descriptor type code {tc:#04x}")
+
+    def _class_desc_body(self, tc: int) -> ClassDesc:
+        if tc == TC_PROXYCLASSDESC:
+            desc = ClassDesc("<proxy>", 0, SC_SERIALIZABLE)
+            self._new_handle(desc)
+            desc.proxy_interfaces = [self._utf() for _ in range(self._unpack(">i", 4))]
+        else:
+            name = self._utf()
+            desc = ClassDesc(name, 0, 0)
+            self._new_handle(desc)
+            desc.suid = self._unpack(">q", 8)
+            desc.flags = self._u1()
+            for _ in range(self._unpack(">H", 2)):
+                code = chr(self._u1())
+                fname = self._utf()
+                cname = None
+                if code in "[L":
+                    cname = self.read_object()
+                elif code not in _PRIM:
+                    raise JavaSerializationError(f"invalid field type code {code!r} in {name}")
+                desc.fields.append((code, fname, cname))
+        self._skip_annotations()
+        desc.super_desc = self._class_desc()
+        return desc
+
+    def _skip_annotations(self) -> None:
+        """Class annotations / writeObject extras: objects and block data up to TC_ENDBLOCKDATA."""
+        self._block_data_until_end(keep=False)
+
+    def _block_data_until_end(self, keep: bool) -> bytes:
+        data = bytearray()
+        while True:
+            tc = self._u1()
+            if tc == TC_ENDBLOCKDATA:
+                return bytes(data)
+            if tc == TC_BLOCKDATA:
+                chunk = self._exact(self._u1())
+            elif tc == TC_BLOCKDATALONG:
+                chunk = self._exact(self._unpack(">i", 4))
+            else:
+                self._content(tc)                 # an object inside the annotations: read and drop
+                continue
+            if keep:
+                data += chunk
+
+    def _array(self) -> JavaArray:
+        desc = self._class_desc()
+        h = self._new_handle()
+        n = self._unpack(">i", 4)
+        comp = desc.name[1:2] if desc else "L"
+        if comp in _PRIM:
+            fmt, size = _PRIM[comp]
+            raw = self._exact(n * size)
+            values: Any = raw if comp == "B" else [struct.unpack_from(fmt, raw, i * size)[0] for i in range(n)]
+        else:
+            values = [self.read_object() for _ in range(n)]
+        arr = JavaArray(desc.name if desc else "?", values)
+        self._handles[h] = arr
+        return arr
+
+    def _object(self) -> Any:
+        desc = self._class_desc()
+        if desc is None:
+            raise JavaSerializationError("an object without a class descriptor")
+        h = self._new_handle()
+        obj = JavaObject(desc)
+        self._handles[h] = obj
+        if desc.flags & SC_EXTERNALIZABLE:
+            if not desc.flags & SC_BLOCK_DATA:
+                raise JavaSerializationError(f"{desc.name}: externalizable data of protocol version 1 cannot be "
+                                             "read without the class")
+            obj.external = self._block_data_until_end(keep=True)
+        else:
+            chain = []
+            d: ClassDesc | None = desc
+            while d is not None:
+                chain.append(d)
+                d = d.super_desc
+            for d in reversed(chain):
+                values = {}
+                for code, fname, _cname in d.fields:
+                    if code in _PRIM:
+                        fmt, size = _PRIM[code]
+                        values[fname] = self._unpack(fmt, size)
+                for code, fname, _cname in d.fields:   # primitives first, then objects (Java's field order)
+                    if code not in _PRIM:
+                        values[fname] = self.read_object()
+                obj.fields[d.name] = values
+                if d.flags & SC_WRITE_METHOD:
+                    self._skip_annotations()
+        result = _to_address(obj)
+        if result is not obj:
+            self._handles[h] = result
+        return result
+
+
+def _to_address(obj: JavaObject) -> Any:
+    """A JGroups UUID (or subclass: PayloadUUID, TopologyUUID, ...) as a jgpy UUID (lsb, msb come first)."""
+    d: ClassDesc | None = obj.desc
+    while d is not None:
+        if d.name == UUID_CLASS:
+            if obj.external is not None and len(obj.external) >= 16:
+                lsb, msb = struct.unpack_from(">qq", obj.external)
+                return UUID(msb, lsb)
+            return obj
+        d = d.super_desc
+    return obj
+
+
+def read_state_request(read: Callable[[int], bytes]) -> tuple[str | None, Any]:
+    """``(state_id, requester address)`` from a STREAMING_STATE_TRANSFER state socket, as the provider's
+    ``ObjectInputStream`` reads them; the address is a jgpy UUID for JGroups UUIDs, else a
+    :class:`JavaObject`."""
+    inp = ObjectInput(read)
+    state_id = inp.read_object()
+    if state_id is not None and not isinstance(state_id, str):
+        raise JavaSerializationError(f"the state id is a {type(state_id).__name__}, not a String")
+    addr = inp.read_object()
+    return state_id, addr
+
+
+__all__ = ["ClassDesc", "JavaArray", "JavaEnum", "JavaObject", "JavaSerializationError", "ObjectInput",
+           "ObjectOutput", "decode_modified_utf8", "modified_utf8", "read_state_request", "state_request_bytes"]
