@@ -383,7 +383,7 @@ class Checker:
             elif kind == "other_view" and not self.flush:
                 note = "FLUSH is not in the stack: same-view delivery is not guaranteed"
             self.add(check, kind, sev, sum(s[f"n_{kind}"] for s in bad),
-                     [f"{where(s)}: {_fmt(s['x_' + kind])}" for s in bad[:n_ex]], note)
+                     [f"{where(s)}: {_example(kind, s['sender'], s['x_' + kind])}" for s in bad[:n_ex]], note)
         # completeness and self delivery: required send ranges against what each member delivered
         out: dict[str, list] = {k: [0, []] for k in ("lost", "lost_unicast", "lost_at_view_change",
                                                     "missing_self_delivery")}
@@ -499,6 +499,22 @@ class Checker:
             self.stats["crashes"].append({"member": mj.name, "crash_s": (ts - self.t0) / 1e9, "by": by,
                                           "first_s": min(by.values()) if by else None,
                                           "all_s": max(by.values()) if by else None})
+
+
+def _example(kind: str, sender: str, x: dict) -> str:
+    """A per-stream counterexample in words."""
+    if kind == "gap":
+        lo, hi = x["p_seq"] + 1, x["seq"] - 1
+        return (f"missing {sender}:{lo}{f'..{hi}' if hi > lo else ''} (delivered {sender}:{x['p_seq']}, then "
+                f"{sender}:{x['seq']} at event {x['idx']})")
+    if kind == "duplicate":
+        return f"{sender}:{x['seq']} delivered again at event {x['idx']}"
+    if kind == "reorder":
+        return (f"{sender}:{x['seq']} delivered at event {x['idx']}, after {sender}:{x['after_seq']} "
+                f"(event {x['after_idx']})")
+    if kind == "other_view":
+        return f"{sender}:{x['seq']} sent in view {x['sent_in']}, delivered in {x['delivered_in']} (event {x['idx']})"
+    return _fmt(x)
 
 
 def _lat(r: Any) -> dict:

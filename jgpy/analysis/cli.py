@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     try:
-        from jgpy.analysis.spark import get_session, spark_available
+        from jgpy.analysis.spark import get_session, spark_available, stop_session
         why = spark_available()
         if why:
             out(f"error: {why}")
@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             res = check_run(args.run_dir, out_dir=args.out, options=opts, spark=spark)
         finally:
-            spark.stop()
+            stop_session(spark)
     except JournalError as e:
         out(f"error: {e}")
         return 2

@@ -75,6 +75,33 @@ def get_session(master: str | None = None, *, app: str = "jgpy-check", shuffle_p
     return spark
 
 
+def stop_session(spark=None, jvm: bool = True) -> None:
+    """Stop ``spark`` (default: the active session) and, with ``jvm``, the driver JVM that PySpark started, so no
+    Spark process outlives the caller's use of it (a later :func:`get_session` starts a new one)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    spark = spark or SparkSession.getActiveSession()
+    if spark is not None:
+        spark.stop()
+    gw = SparkContext._gateway
+    if not jvm or gw is None:
+        return
+    proc = getattr(gw, "proc", None)
+    try:
+        gw.shutdown()
+    except Exception:  # noqa: BLE001 - the JVM may be gone already
+        pass
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if proc is not None:
+        try:
+            proc.terminate()
+            proc.wait(timeout=20)
+        except Exception:  # noqa: BLE001
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 _LOG4J = """status = error
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = stderr
