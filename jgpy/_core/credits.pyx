@@ -13,10 +13,6 @@ from libc.stdint cimport int64_t
 cdef class CreditTable:
     """``{member: credits left}`` with the lowest value cached (multicasts need the lowest)."""
 
-    cdef dict _credits
-    cdef readonly int64_t max_credits
-    cdef int64_t _lowest
-
     def __init__(self, int64_t max_credits):
         self._credits = {}
         self.max_credits = max_credits

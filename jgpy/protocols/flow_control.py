@@ -19,6 +19,7 @@ from jgpy._core.credits import CreditTable
 from jgpy._core.headers import FcHeader
 from jgpy._core.jg212 import JavaObject, object_to_buffer
 from jgpy._core.message import Message
+from jgpy._core.sendpath import CreditSend
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_bool, to_float, to_int, to_size
 from jgpy.stack.protocol import Protocol
@@ -109,9 +110,11 @@ class FlowControl(Protocol):
 
     def start(self) -> None:
         self.running = True
+        self._send.running = True
 
     def stop(self) -> None:
         self.running = False
+        self._send.running = False
         self.wake_all()
 
     def wake_all(self) -> None:
@@ -121,7 +124,8 @@ class FlowControl(Protocol):
 
     HANDLES_MULTICASTS = False
 
-    def handle_down(self, msg: Message, length: int) -> None:
+    def wait_for_credits(self, msg: Message, length: int) -> None:
+        """The slow path of the send core: the credits do not cover ``msg`` (blocks the sending thread)."""
         raise NotImplementedError
 
     def handle_credit(self, sender, credits: int) -> None:
@@ -135,12 +139,8 @@ class FlowControl(Protocol):
     def _mine(self, msg: Message) -> bool:
         return (msg.dest is None) == self.HANDLES_MULTICASTS
 
-    def down_msg(self, msg: Message) -> Any:
-        if (msg.dest is None) == self.HANDLES_MULTICASTS and not msg.flags & NO_FC:
-            length = msg.length
-            if length:
-                self.handle_down(msg, length)
-        return self.down_prot.down_msg(msg)
+    # down_msg: the C core CreditSend (jgpy/_core/sendpath.pyx) spends the credits; when they do not cover
+    # a message it calls wait_for_credits(msg, length), the slow path below
 
     def send_credit(self, dest, credits: int) -> None:
         msg = Message(dest, object_to_buffer(JavaObject("Long", credits)), None, Message.OOB)
@@ -216,10 +216,12 @@ class _Credits(FlowControl):
         self.table: CreditTable | None = None
         self._cond = threading.Condition()
         self._waiting = 0
+        self._send = CreditSend(self, None, self.HANDLES_MULTICASTS, self.wait_for_credits)
+        self.down_msg = self._send.down_msg
 
     def init(self) -> None:
         super().init()
-        self.table = CreditTable(self.max_credits)
+        self.table = self._send.table = CreditTable(self.max_credits)
 
     def members_changed(self, mbrs: list) -> None:
         super().members_changed(mbrs)
@@ -281,10 +283,8 @@ class MFC(_Credits):
     def credits(self) -> dict:
         return dict(self.table.items()) if self.table is not None else {}
 
-    def handle_down(self, msg: Message, length: int) -> None:
+    def wait_for_credits(self, msg: Message, length: int) -> None:
         table = self.table
-        if not self.running or table.spend_all(length):
-            return
         self._wait_for_credits(lambda: table.spend_all(length), self.block_time_for(length), self._ask)
 
     def _ask(self) -> list:
@@ -309,11 +309,9 @@ class UFC(_Credits):
     def sent(self) -> dict:
         return dict(self.table.items()) if self.table is not None else {}
 
-    def handle_down(self, msg: Message, length: int) -> None:
+    def wait_for_credits(self, msg: Message, length: int) -> None:
         dest = msg.dest
         table = self.table
-        if not self.running or table.spend(dest, length) != 0:
-            return                                    # spent, or not a member: nothing to count
         self._wait_for_credits(lambda: table.spend(dest, length) != 0, self.block_time_for(length),
                                lambda: self._ask(dest))
 

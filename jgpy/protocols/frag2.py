@@ -28,6 +28,7 @@ from typing import Any
 
 from jgpy._core.headers import FragHeader
 from jgpy._core.message import Message
+from jgpy._core.sendpath import FragSend
 from jgpy.errors import ConfigError
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_int, to_size
@@ -80,7 +81,8 @@ class FRAG2(Protocol):  # noqa: N801 - the JGroups name
         self._lock = threading.Lock()
         self.fragment_list: dict[Any, dict[int, _FragEntry]] = {}   # sender -> {frag id -> entry}
         self.members: list = []
-        self.num_sent_msgs = 0
+        self._send = FragSend(self, self.frag_size, self.fragment)
+        self.down_msg = self._send.down_msg           # the send path is the C core (jgpy/_core/sendpath.pyx)
         self.num_sent_frags = 0
         self.num_received_msgs = 0
         self.num_received_frags = 0
@@ -101,10 +103,16 @@ class FRAG2(Protocol):  # noqa: N801 - the JGroups name
             if isinstance(max_bundle, int) and self.frag_size >= max_bundle:
                 raise ConfigError(f"FRAG2: frag_size ({self.frag_size}) has to be < TP.max_bundle_size "
                                   f"({max_bundle})")
+        self._send.frag_size = self.frag_size
         self._announce()
 
     def start(self) -> None:
+        self._send.frag_size = self.frag_size
         self._announce()
+
+    @property
+    def num_sent_msgs(self) -> int:
+        return self._send.num_sent_msgs
 
     def _announce(self) -> None:
         info = {"frag_size": self.frag_size}
@@ -142,6 +150,7 @@ class FRAG2(Protocol):  # noqa: N801 - the JGroups name
     def _handle_config(self, cfg) -> None:
         if isinstance(cfg, dict) and cfg.get("frag_size") is not None:
             self.frag_size = int(cfg["frag_size"])
+            self._send.frag_size = self.frag_size
 
     def _handle_view_change(self, view) -> None:
         new = list(view.members or ()) if view is not None else []
@@ -163,12 +172,7 @@ class FRAG2(Protocol):  # noqa: N801 - the JGroups name
 
     # ---- sending ----
 
-    def down_msg(self, msg: Message) -> Any:
-        self.num_sent_msgs += 1
-        if msg.length > self.frag_size:
-            self.fragment(msg)
-            return None
-        return self.down_prot.down_msg(msg)
+    # down_msg: FragSend (messages longer than frag_size go to fragment(), the others pass)
 
     def fragment(self, msg: Message) -> None:
         """Send ``msg`` as fragments of frag_size bytes (windows into its payload; no copy)."""

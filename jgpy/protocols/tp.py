@@ -19,6 +19,7 @@ from jgpy._core.address import IpAddress
 from jgpy._core.batch import filter_transport
 from jgpy._core.headers import TpHeader
 from jgpy._core.message import Message
+from jgpy._core.sendpath import TransportSend
 from jgpy._core.wire import utf_encode
 from jgpy.errors import IncompatibleVersionError, WireFormatError
 from jgpy.stack.events import Event, EventType
@@ -133,6 +134,10 @@ class TP(Protocol):
         self._cluster_utf = b""
         self._rl = RateLimitedLog(self.log)
         self._loopback: Loopback | None = None
+        # the send path is the C core TransportSend (jgpy/_core/sendpath.pyx)
+        self._send_core = TransportSend(self, 0, None, self._not_connected, self._send_single, self._send_physical,
+                                        IpAddress)
+        self.down_msg = self._send_core.down_msg
         self.counters = {"msgs_sent": 0, "bytes_sent": 0, "msgs_received": 0, "datagrams_received": 0,
                          "dropped_version": 0, "dropped_malformed": 0, "dropped_other_cluster": 0,
                          "dropped_no_tp_header": 0, "dropped_own_mcast": 0, "dropped_no_physical_addr": 0,
@@ -141,9 +146,14 @@ class TP(Protocol):
     def start(self) -> None:
         port = self.physical_addr.port if self.physical_addr is not None else id(self)
         self._loopback = Loopback(self, f"jgpy-loopback-{port}")
+        core = self._send_core
+        core.prot_id, core.dialect = self.id, self.stack.dialect
+        core.loopback, core.enable_bundling = self.loopback, self.enable_bundling
+        core.loopback_queue = self._loopback
 
     def stop(self) -> None:
         lb, self._loopback = self._loopback, None
+        self._send_core.loopback_queue = None
         if lb is not None:
             lb.stop()
 
@@ -176,13 +186,14 @@ class TP(Protocol):
             with self._cache_lock:
                 return dict(self.logical_addr_cache)
         if t == EventType.SET_LOCAL_ADDRESS:
+            self._send_core.local_addr = evt.arg
             if self.physical_addr is not None:
                 self.add_physical_address(evt.arg, self.physical_addr)
             self.handle_local_address(evt.arg)
             return None
         if t == EventType.CONNECT:
             self.stack.cluster_name = evt.arg
-            self._tp_header = TpHeader(evt.arg)
+            self._tp_header = self._send_core.tp_header = TpHeader(evt.arg)
             self._cluster_utf = utf_encode(evt.arg)
             return None
         if t in (EventType.VIEW_CHANGE, EventType.TMP_VIEW):
@@ -225,37 +236,23 @@ class TP(Protocol):
 
     # ---- sending ----
 
-    def down_msg(self, msg: Message) -> Any:
-        if self._tp_header is None:
-            self._rl.warning("not-connected", "%s: dropped a message sent before connect: %r", self.NAME, msg)
-            return None
-        if not msg.has_header(self.id):
-            msg.put_header(self.id, self._tp_header)
-        if msg.src is None:
-            msg.src = self.local_addr
-        dest = msg.dest
-        if isinstance(dest, IpAddress):      # a discovery request addressed to a physical address (TCPPING)
-            msg.dest = None
-            self._send(msg, dest, False)
-            return None
-        multicast = dest is None
-        if self.loopback and (multicast or (dest == self.local_addr and msg.src == self.local_addr)):
-            self.counters["loopbacks"] += 1
-            lb = self._loopback
-            if lb is not None:
-                lb.add(msg.copy())
-            if not multicast:
-                return None
-        self._send(msg, dest, multicast)
-        return None
+    # down_msg: TransportSend adds the TpHeader and src, queues the loopback copy, bundles regular multicasts
+    # and hands everything else to _send_single; these are its slow paths:
 
-    def _send(self, msg: Message, dest, multicast: bool) -> None:
-        c = self.counters
-        c["msgs_sent"] += 1
-        c["bytes_sent"] += msg.length
+    def _not_connected(self, msg: Message) -> None:
+        self._rl.warning("not-connected", "%s: dropped a message sent before connect: %r", self.NAME, msg)
+
+    def _send_physical(self, msg: Message) -> None:
+        """A message addressed to a physical address (e.g. a TCPPING discovery request)."""
+        dest, msg.dest = msg.dest, None
+        self.counters["msgs_sent"] += 1
+        self.counters["bytes_sent"] += msg.length
+        self._send_single(msg, dest, False)
+
+    def _send_single(self, msg: Message, dest, multicast: bool) -> None:
         dialect = self.stack.dialect
-        if (self.enable_bundling and multicast and not (msg.flags & (OOB | DONT_BUNDLE))):
-            self.bundle(dialect.encode_list_entry(msg, self.local_addr))
+        if self.enable_bundling and multicast and not (msg.flags & (OOB | DONT_BUNDLE)):
+            self.bundle(dialect.encode_list_entry(msg, self.local_addr))      # no bundler (yet): sent alone
             return
         data = dialect.encode_message(msg, multicast)
         if multicast:
@@ -263,7 +260,7 @@ class TP(Protocol):
             return
         physical = dest if isinstance(dest, IpAddress) else self.physical_for(dest)
         if physical is None:
-            c["dropped_no_physical_addr"] += 1
+            self.counters["dropped_no_physical_addr"] += 1
             return
         self.send_unicast_datagram(data, physical)
 
@@ -330,7 +327,12 @@ class TP(Protocol):
             self.log.exception("%s: failed passing %d message(s) up", self.local_addr, len(kept))
 
     def dump_stats(self) -> dict[str, Any]:
-        return dict(self.counters)
+        d = dict(self.counters)
+        core = self._send_core
+        d["msgs_sent"] += core.msgs_sent
+        d["bytes_sent"] += core.bytes_sent
+        d["loopbacks"] = core.loopbacks
+        return d
 
 
 def _src(sources, i) -> str:

@@ -167,9 +167,11 @@ class UDP(TP):
                                 max_size=self.max_bundle_size, max_delay_ms=float(self.max_bundle_timeout),
                                 capacity=max(1 << 20, self.bundler_capacity * 1000), name=f"jgpy-bundler-{addr}")
         self._bundler.start()
+        self._send_core.bundler = self._bundler
 
     def stop(self) -> None:
         super().stop()
+        self._send_core.bundler = None
         if self._bundler is not None:
             self._bundler.stop()
             self._bundler = None

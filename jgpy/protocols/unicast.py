@@ -15,6 +15,7 @@ from typing import Any
 
 from jgpy._core.headers import UnicastHeader
 from jgpy._core.message import Message
+from jgpy._core.sendpath import UnicastConnection, UnicastSend
 from jgpy._core.tables import AckReceiverWindow, AckSenderWindow
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
@@ -25,16 +26,6 @@ from jgpy.stack.timer import now_ms
 DATA, ACK, SEND_FIRST_SEQNO = UnicastHeader.DATA, UnicastHeader.ACK, UnicastHeader.SEND_FIRST_SEQNO
 OOB = Message.OOB
 NO_RELIABILITY = Message.NO_RELIABILITY
-
-
-class _Sender:
-    __slots__ = ("conn_id", "next_seqno", "win", "created")
-
-    def __init__(self, conn_id: int, timeouts: list[int]):
-        self.conn_id = conn_id
-        self.next_seqno = 1
-        self.win = AckSenderWindow(timeouts)
-        self.created = time.monotonic()
 
 
 class _Receiver:
@@ -68,13 +59,16 @@ class UNICAST(Protocol):
 
     def __init__(self) -> None:
         super().__init__()
-        self.send_table: dict[Any, _Sender] = {}
+        self.send_table: dict[Any, UnicastConnection] = {}
         self.recv_table: dict[Any, _Receiver] = {}
         self.members: list = []
         self.started = False
         self.disconnected = False
         self._last_conn_id = 0
         self._lock = threading.Lock()
+        # the send path is the C core (jgpy/_core/sendpath.pyx); it shares send_table and the lock
+        self._send = UnicastSend(self, self.id, self.send_table, self._lock, self._new_connection, self._not_started)
+        self.down_msg = self._send.down_msg
         self._xmit_task = None
         self._rl = RateLimitedLog(self.log)
         self.counters = dict.fromkeys(("msgs_sent", "msgs_received", "acks_sent", "acks_received", "xmits",
@@ -82,13 +76,14 @@ class UNICAST(Protocol):
                                        "dropped_unknown_conn", "dropped_bad_seqno", "duplicates"), 0)
 
     def start(self) -> None:
-        self.started = True
+        self.started = self._send.started = True
+        self._send.prot_id = self.id
         self.disconnected = False
         tick = self.xmit_tick or max(20, min(self.timeout) // 4)
         self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "UNICAST xmit")
 
     def stop(self) -> None:
-        self.started = False
+        self.started = self._send.started = False
         if self._xmit_task is not None:
             self._xmit_task.cancel()
             self._xmit_task = None
@@ -102,24 +97,17 @@ class UNICAST(Protocol):
         return cid
 
     # ---- sending ----
+    # down_msg: UnicastSend numbers the message on its connection, adds the header and keeps it until acked
 
-    def down_msg(self, msg: Message) -> Any:
-        dest = msg.dest
-        if dest is None or msg.flags & NO_RELIABILITY:
-            return self.down_prot.down_msg(msg)
-        if not self.started:     # e.g. a VIEW_ACK still being sent while we leave (Java: trace level)
-            self.log.debug("%s: dropped a unicast to %s: UNICAST is not started", self.local_addr, dest)
-            return None
-        with self._lock:
-            entry = self.send_table.get(dest)
-            if entry is None:
-                entry = self.send_table[dest] = _Sender(self._new_conn_id(), list(self.timeout))
-            seq = entry.next_seqno
-            msg.put_header(self.id, UnicastHeader(DATA, seq, entry.conn_id, seq == 1))
-            entry.win.add(seq, msg, now_ms())
-            entry.next_seqno = seq + 1
-        self.counters["msgs_sent"] += 1
-        return self.down_prot.down_msg(msg)
+    def _new_connection(self, dest) -> UnicastConnection:
+        """(the send core, lock held) The first message to ``dest``: a new connection."""
+        conn = self.send_table[dest] = UnicastConnection(self._new_conn_id(), AckSenderWindow(list(self.timeout)),
+                                                         time.monotonic())
+        return conn
+
+    def _not_started(self, msg: Message) -> None:
+        # e.g. a VIEW_ACK still being sent while we leave (Java: trace level)
+        self.log.debug("%s: dropped a unicast to %s: UNICAST is not started", self.local_addr, msg.dest)
 
     def _retransmit_due(self) -> None:
         now = now_ms()
@@ -257,6 +245,7 @@ class UNICAST(Protocol):
 
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
+        d["msgs_sent"] = self._send.msgs_sent
         with self._lock:
             d["unacked"] = sum(e.win.size for e in self.send_table.values())
             d["in_recv_windows"] = sum(r.win.size for r in self.recv_table.values())

@@ -107,10 +107,10 @@ class ProtocolStack:
         bound method is replaced by its neighbour's, so the caller calls the next protocol that cares
         directly (one Python call less per message and layer). Control events still visit every layer."""
         for p in self.protocols[1:]:                      # bottom-up: a chain of pass-throughs collapses
-            if type(p).down_msg is Protocol.down_msg:
-                p.down_msg = p.down_prot.down_msg
+            if "down_msg" not in vars(p) and type(p).down_msg is Protocol.down_msg:   # (a C send core is no
+                p.down_msg = p.down_prot.down_msg                                     # pass-through)
         for p in reversed(self.protocols):                # top-down
-            if type(p).up_batch is Protocol.up_batch and p.up_prot is not None:
+            if "up_batch" not in vars(p) and type(p).up_batch is Protocol.up_batch and p.up_prot is not None:
                 p.up_batch = p.up_prot.up_batch
 
     def _protocol_id(self, name: str, props: dict[str, str]) -> int:

@@ -1,0 +1,12 @@
+from libc.stdint cimport int64_t
+
+
+cdef class CreditTable:
+    cdef dict _credits
+    cdef readonly int64_t max_credits
+    cdef int64_t _lowest
+
+    cdef void _recompute(self)
+    cpdef bint spend_all(self, int64_t length)
+    cpdef int spend(self, object member, int64_t length)
+    cpdef bint add(self, object member, int64_t credits)

@@ -1,0 +1,279 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The per-message send path of the hot protocols, in C.
+
+Each protocol that touches every sent message (FRAG2, UFC/MFC, UNICAST, NAKACK, the transport) owns one
+of these *send cores* and installs the core's ``down_msg`` as its own: the core is the implementation of
+that protocol's down path (there is no second, Python copy). A core does the per-message bookkeeping —
+the size check, the credits, the seqno, the header, the retransmission window, the loopback copy, the
+encoding — and calls back into its protocol's Python code only for the rare cases that need decisions or
+waiting (fragmenting, blocking on credits, a first message to a new peer, a message without a route).
+The next protocol is reached through the owner's ``down_prot.down_msg``, so Python protocols and cores mix freely.
+"""
+
+from libc.stdint cimport int64_t
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+
+from jgpy._core.message cimport Message
+from jgpy._core.headers cimport NakAckHeader, UnicastHeader
+from jgpy._core.credits cimport CreditTable
+
+cdef int OOB = 1
+cdef int DONT_BUNDLE = 2
+cdef int NO_FC = 4
+cdef int NO_RELIABILITY = 16
+
+DEF UNICAST_DATA = 0
+DEF NAKACK_MSG = 1
+
+
+cdef inline double monotonic_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6
+
+
+def now_ms() -> float:
+    """Monotonic milliseconds (CLOCK_MONOTONIC: the clock of ``time.monotonic`` and ``jgpy.stack.timer``)."""
+    return monotonic_ms()
+
+
+cdef class SendCore:
+    """Base of the cores: ``owner`` is the protocol; its ``down_prot.down_msg`` continues the path."""
+
+    cdef public object owner
+
+    cpdef object down_msg(self, Message msg):
+        return self.owner.down_prot.down_msg(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# FRAG2
+# ---------------------------------------------------------------------------------------------
+
+cdef class FragSend(SendCore):
+    """FRAG2's down path: messages above ``frag_size`` go to ``fragment`` (Python), the rest pass."""
+
+    cdef public Py_ssize_t frag_size
+    cdef public object fragment
+    cdef public int64_t num_sent_msgs
+
+    def __init__(self, owner, Py_ssize_t frag_size, fragment):
+        self.owner = owner
+        self.frag_size = frag_size
+        self.fragment = fragment
+
+    cpdef object down_msg(self, Message msg):
+        self.num_sent_msgs += 1
+        if msg._len > self.frag_size:
+            self.fragment(msg)
+            return None
+        return self.owner.down_prot.down_msg(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# UFC / MFC
+# ---------------------------------------------------------------------------------------------
+
+cdef class CreditSend(SendCore):
+    """UFC's (``multicast`` False) or MFC's down path: spend credits, or wait in ``wait_for_credits``."""
+
+    cdef public CreditTable table
+    cdef public bint multicast
+    cdef public bint running
+    cdef public object wait_for_credits       # (msg, length): the protocol's slow path (blocks)
+
+    def __init__(self, owner, CreditTable table, bint multicast, wait_for_credits):
+        self.owner = owner
+        self.table = table
+        self.multicast = multicast
+        self.wait_for_credits = wait_for_credits
+
+    cpdef object down_msg(self, Message msg):
+        cdef Py_ssize_t length = msg._len
+        cdef bint ok
+        if (msg.dest is None) == self.multicast and not (msg.flags & NO_FC) and length and self.running:
+            if self.multicast:
+                ok = self.table.spend_all(length)
+            else:
+                ok = self.table.spend(msg.dest, length) != 0
+            if not ok:
+                self.wait_for_credits(msg, length)
+        return self.owner.down_prot.down_msg(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# UNICAST
+# ---------------------------------------------------------------------------------------------
+
+cdef class UnicastConnection:
+    """The sending side of one UNICAST connection: conn id, next seqno, the unacked messages."""
+
+    cdef public int conn_id
+    cdef public int64_t next_seqno
+    cdef public object win            # AckSenderWindow
+    cdef public double created        # time.monotonic() seconds
+
+    def __init__(self, int conn_id, win, double created):
+        self.conn_id = conn_id
+        self.next_seqno = 1
+        self.win = win
+        self.created = created
+
+
+cdef class UnicastSend(SendCore):
+    """UNICAST's down path: per destination, number the message, add the header, keep it until acked."""
+
+    cdef public dict send_table           # dest -> UnicastConnection (shared with the protocol)
+    cdef public object lock               # the protocol's lock over send_table
+    cdef public bint started
+    cdef public int prot_id
+    cdef public object new_connection     # (dest) -> UnicastConnection: called with the lock held
+    cdef public object not_started        # (msg): log and drop
+    cdef public int64_t msgs_sent
+
+    def __init__(self, owner, int prot_id, dict send_table, lock, new_connection, not_started):
+        self.owner = owner
+        self.prot_id = prot_id
+        self.send_table = send_table
+        self.lock = lock
+        self.new_connection = new_connection
+        self.not_started = not_started
+
+    cpdef object down_msg(self, Message msg):
+        cdef object dest = msg.dest
+        cdef UnicastConnection conn
+        cdef int64_t seq
+        if dest is None or msg.flags & NO_RELIABILITY:
+            return self.owner.down_prot.down_msg(msg)
+        if not self.started:
+            self.not_started(msg)
+            return None
+        self.lock.acquire()
+        try:
+            conn = self.send_table.get(dest)
+            if conn is None:
+                conn = self.new_connection(dest)
+            seq = conn.next_seqno
+            msg.put(self.prot_id, UnicastHeader(UNICAST_DATA, seq, conn.conn_id, seq == 1))
+            conn.win.add(seq, msg, monotonic_ms())
+            conn.next_seqno = seq + 1
+        finally:
+            self.lock.release()
+        self.msgs_sent += 1
+        return self.owner.down_prot.down_msg(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# pbcast.NAKACK
+# ---------------------------------------------------------------------------------------------
+
+cdef class NakackSend(SendCore):
+    """NAKACK's down path: number our multicasts, add the header, keep them for retransmission."""
+
+    cdef public dict windows              # sender -> NakReceiverWindow (shared with the protocol)
+    cdef public object seqno_lock
+    cdef public int64_t seqno
+    cdef public bint running
+    cdef public object local_addr
+    cdef public int prot_id
+    cdef public object cannot_send        # (msg, reason): log and drop
+    cdef public int64_t msgs_sent
+
+    def __init__(self, owner, int prot_id, dict windows, seqno_lock, cannot_send):
+        self.owner = owner
+        self.prot_id = prot_id
+        self.windows = windows
+        self.seqno_lock = seqno_lock
+        self.cannot_send = cannot_send
+
+    cpdef object down_msg(self, Message msg):
+        cdef int64_t seq
+        if msg.dest is not None or msg.flags & NO_RELIABILITY:
+            return self.owner.down_prot.down_msg(msg)
+        if not self.running:
+            self.cannot_send(msg, "not-running")
+            return None
+        me = self.local_addr
+        win = self.windows.get(me)
+        if win is None:
+            self.cannot_send(msg, "no-own-window")
+            return None
+        if msg.src is None:
+            msg.src = me
+        self.seqno_lock.acquire()
+        try:
+            seq = self.seqno + 1
+            msg.put(self.prot_id, NakAckHeader(NAKACK_MSG, seq))
+            win.add(seq, msg, monotonic_ms())
+            self.seqno = seq
+        finally:
+            self.seqno_lock.release()
+        self.msgs_sent += 1
+        return self.owner.down_prot.down_msg(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# the transport
+# ---------------------------------------------------------------------------------------------
+
+cdef class TransportSend(SendCore):
+    """The transport's down path: TpHeader, src, a loopback copy of multicasts and of unicasts to
+    ourselves, then bundling (regular multicasts) or a datagram of its own (``send_single``, Python)."""
+
+    cdef public object tp_header          # None until connected
+    cdef public int prot_id
+    cdef public object local_addr
+    cdef public bint loopback
+    cdef public object loopback_queue     # .add(msg), or None
+    cdef public bint enable_bundling
+    cdef public object bundler            # .add(entry bytes), or None
+    cdef public object dialect
+    cdef public object not_connected      # (msg): log and drop
+    cdef public object send_single        # (msg, dest, multicast): encode and send one datagram
+    cdef public object send_physical      # (msg): a message addressed to a physical address
+    cdef public object physical_type      # IpAddress
+    cdef public int64_t msgs_sent
+    cdef public int64_t bytes_sent
+    cdef public int64_t loopbacks
+
+    def __init__(self, owner, int prot_id, dialect, not_connected, send_single, send_physical, physical_type):
+        self.owner = owner
+        self.prot_id = prot_id
+        self.dialect = dialect
+        self.not_connected = not_connected
+        self.send_single = send_single
+        self.send_physical = send_physical
+        self.physical_type = physical_type
+
+    cpdef object down_msg(self, Message msg):
+        cdef object dest
+        cdef bint multicast
+        if self.tp_header is None:
+            self.not_connected(msg)
+            return None
+        if msg._find(self.prot_id) < 0:
+            msg.put(self.prot_id, self.tp_header)
+        if msg.src is None:
+            msg.src = self.local_addr
+        dest = msg.dest
+        if dest is not None and isinstance(dest, self.physical_type):
+            self.send_physical(msg)
+            return None
+        multicast = dest is None
+        if self.loopback and (multicast or (dest == self.local_addr and msg.src == self.local_addr)):
+            self.loopbacks += 1
+            lb = self.loopback_queue
+            if lb is not None:
+                lb.add(msg.copy())
+            if not multicast:
+                return None
+        self.msgs_sent += 1
+        self.bytes_sent += msg._len
+        if multicast and self.enable_bundling and not (msg.flags & (OOB | DONT_BUNDLE)) and self.bundler is not None:
+            try:
+                self.bundler.add(self.dialect.encode_list_entry(msg, self.local_addr))
+            except RuntimeError:          # the bundler was stopped under us: we are disconnecting
+                pass
+            return None
+        self.send_single(msg, dest, multicast)
+        return None
