@@ -194,6 +194,8 @@ cdef class NakackSend(SendCore):
             self.cannot_send(msg, "not-running")
             return None
         me = self.local_addr
+        if me is None:
+            me = self.local_addr = self.owner.local_addr
         win = self.windows.get(me)
         if win is None:
             self.cannot_send(msg, "no-own-window")

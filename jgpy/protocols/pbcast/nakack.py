@@ -19,6 +19,7 @@ from typing import Any
 
 from jgpy._core.headers import NakAckHeader
 from jgpy._core.message import Message
+from jgpy._core.sendpath import NakackSend
 from jgpy._core.tables import NakReceiverWindow
 from jgpy._core.types import Digest
 from jgpy.stack.events import Event, EventType
@@ -69,14 +70,17 @@ class NAKACK(Protocol):
 
     def __init__(self) -> None:
         super().__init__()
-        self.seqno = 0
         self.windows: dict[Any, NakReceiverWindow] = {}
+        self._seqno_lock = threading.Lock()
+        # the send path is the C core NakackSend (jgpy/_core/sendpath.pyx): it numbers our multicasts under
+        # _seqno_lock and keeps them in our own window of `windows` (the same dict)
+        self._send = NakackSend(self, 0, self.windows, self._seqno_lock, self._cannot_send)
+        self.down_msg = self._send.down_msg
         self.members: list = []
         self.view = None
         self.is_server = False
         self.leaving = False
         self.running = False
-        self._seqno_lock = threading.Lock()
         self._deliver_lock = threading.Lock()
         # sender -> (window, highest seqno of that window the layers above have finished processing): the
         # handed-over batches update it on the delivery thread once they are through (GET_DELIVERED_DIGEST)
@@ -94,8 +98,19 @@ class NAKACK(Protocol):
         if not self.retransmit_timeout:
             self.retransmit_timeout = [600, 1200, 2400, 4800]
 
+    @property
+    def seqno(self) -> int:
+        """The seqno of our last multicast."""
+        return self._send.seqno
+
+    @seqno.setter
+    def seqno(self, value: int) -> None:
+        self._send.seqno = value
+
     def start(self) -> None:
-        self.running = True
+        self.running = self._send.running = True
+        self._send.prot_id = self.id
+        self._send.local_addr = self.local_addr
         self.leaving = False
         tick = self.xmit_tick or max(20, min(self.retransmit_timeout) // 4)
         if self.exponential_backoff > 0:
@@ -103,7 +118,7 @@ class NAKACK(Protocol):
         self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "NAKACK xmit")
 
     def stop(self) -> None:
-        self.running = False
+        self.running = self._send.running = False
         if self._xmit_task is not None:
             self._xmit_task.cancel()
             self._xmit_task = None
@@ -114,7 +129,7 @@ class NAKACK(Protocol):
             self.seqno = 0
         for w in self.windows.values():
             w.destroy()
-        self.windows = {}
+        self.windows.clear()                   # (the send core holds this dict)
         self._processed = {}
         self.is_server = False
 
@@ -123,27 +138,14 @@ class NAKACK(Protocol):
 
     # ---- sending ----
 
-    def down_msg(self, msg: Message) -> Any:
-        if msg.dest is not None or msg.flags & NO_RELIABILITY:
-            return self.down_prot.down_msg(msg)
-        if not self.running:
-            self._rl.warning("not-running", "%s: dropped a multicast sent while NAKACK is not running", self.local_addr)
-            return None
-        me = self.local_addr
-        win = self.windows.get(me)
-        if win is None:
-            self._rl.warning("no-own-window", "%s: discarded a multicast: no window for myself (not joined yet), "
-                             "view is %s", me, self.view)
-            return None
-        if msg.src is None:
-            msg.src = me
-        with self._seqno_lock:
-            seq = self.seqno + 1
-            msg.put_header(self.id, NakAckHeader(MSG, seq))
-            win.add(seq, msg, now_ms())
-            self.seqno = seq
-        self.counters["msgs_sent"] += 1
-        return self.down_prot.down_msg(msg)
+    # down_msg: NakackSend (multicasts get the next seqno and the header and stay in our window until stable)
+
+    def _cannot_send(self, msg: Message, reason: str) -> None:
+        if reason == "not-running":
+            self._rl.warning(reason, "%s: dropped a multicast sent while NAKACK is not running", self.local_addr)
+        else:
+            self._rl.warning(reason, "%s: discarded a multicast: no window for myself (not joined yet), view is %s",
+                             self.local_addr, self.view)
 
     # ---- receiving ----
 
@@ -397,6 +399,8 @@ class NAKACK(Protocol):
         if t == EventType.STABLE:
             self.stable(evt.arg)
             return None
+        if t == EventType.SET_LOCAL_ADDRESS:
+            self._send.local_addr = evt.arg
         if t == EventType.GET_DIGEST:
             return self.get_digest()
         if t == EventType.GET_DELIVERED_DIGEST:
@@ -435,6 +439,7 @@ class NAKACK(Protocol):
 
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
+        d["msgs_sent"] = self._send.msgs_sent
         d["windows"] = {str(a): w.digest() for a, w in list(self.windows.items())}
         d["seqno"] = self.seqno
         return d
