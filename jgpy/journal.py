@@ -30,7 +30,6 @@ reboots).
 from __future__ import annotations
 
 import atexit
-import collections
 import json
 import logging
 import os
@@ -38,7 +37,6 @@ import re
 import threading
 import time
 import weakref
-import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -208,13 +206,22 @@ def _name(addr: Any, cache: dict) -> str | None:
     return n
 
 
+def _row_buffer():
+    try:
+        from jgpy._core.journalbuf import RowBuffer
+    except ImportError as e:
+        raise JournalError(f"the journal's Cython extension is not built ({e}): run `make build` "
+                           f"(python setup.py build_ext --inplace)") from None
+    return RowBuffer()
+
+
 class JournalWriter:
     """The journal of one member of a jgpy run.
 
-    Recording is cheap (a timestamp and a reference appended to a deque, safe from any thread); the background
-    thread turns rows into Parquet parts. ``view``/``send``/``deliver`` take jgpy objects (``View``,
-    ``Message``); the messages must not be changed after they were recorded until the next flush (jgpy never
-    changes a payload after send or delivery).
+    Recording is cheap (a CLOCK_MONOTONIC stamp and a reference, in C; safe from any thread): the background
+    thread turns rows into Parquet parts (names, ids and CRC-32 in C as well). ``view``/``send``/``deliver``
+    take jgpy objects (``View``, ``Message``); a message must not be changed after it was recorded until the
+    next flush (jgpy never changes a payload after send or delivery).
     """
 
     def __init__(self, run_dir: str | os.PathLike, member: str, *, impl: str = "jgpy", stack: Iterable[str] = (),
@@ -229,9 +236,9 @@ class JournalWriter:
             raise JournalError(f"cannot create the journal directory {self.dir}: {e}") from None
         self.row_group_size = int(row_group_size)
         self.flush_interval = float(flush_interval)
-        self._rows: collections.deque = collections.deque()
+        self._buf = _row_buffer()
         self._names: dict = {}
-        self._vkey: tuple[str | None, int | None] = (None, None)
+        self._vkeys: list[tuple[str | None, int | None]] = []
         self._next_idx = 0
         self._part = self._first_free_part()
         self._flush_lock = threading.Lock()
@@ -258,24 +265,23 @@ class JournalWriter:
 
     def view(self, view: Any) -> None:
         vid = view.vid
-        self._vkey = (_name(vid.coord_addr, self._names), vid.id)
-        self._rows.append((_K_VIEW, view, time.monotonic_ns(), self._vkey))
+        self._vkeys.append((_name(vid.coord_addr, self._names), vid.id))
+        self._buf.view_index = len(self._vkeys) - 1
+        self._buf.record(_K_VIEW, view)
 
     def send(self, msg: Any) -> None:
-        self._rows.append((_K_SEND, msg, time.monotonic_ns(), self._vkey))
+        self._buf.record(_K_SEND, msg)
 
     def deliver(self, msg: Any) -> None:
-        self._rows.append((_K_DELIVER, msg, time.monotonic_ns(), self._vkey))
+        self._buf.record(_K_DELIVER, msg)
 
     def deliver_batch(self, msgs: list) -> None:
-        app, now, v = self._rows.append, time.monotonic_ns, self._vkey
-        for m in msgs:
-            app((_K_DELIVER, m, now(), v))
+        self._buf.record_batch(_K_DELIVER, msgs)
 
     def other(self, kind: str, peer: Any = None, info: str | None = None) -> None:
         """suspect (peer), block, unblock, state (peer, info), open, close."""
-        self._rows.append((_K_OTHER, kind, time.monotonic_ns(), self._vkey, _name(peer, self._names)
-                           if peer is not None and not isinstance(peer, str) else peer, info))
+        self._buf.record(_K_OTHER, (kind, _name(peer, self._names) if peer is not None and not isinstance(peer, str)
+                                    else peer, info))
 
     # ---- writing ----
 
@@ -287,7 +293,7 @@ class JournalWriter:
             self._wake.clear()
             if self._closed:
                 break
-            n = len(self._rows)
+            n = len(self._buf)
             if n >= self.row_group_size or (n and time.monotonic() - last >= self.flush_interval):
                 self.flush()
                 last = time.monotonic()
@@ -295,83 +301,55 @@ class JournalWriter:
     def flush(self) -> None:
         """Write the buffered rows as Parquet parts of at most ``row_group_size`` rows each."""
         with self._flush_lock:
-            while self._rows:
-                n = min(len(self._rows), self.row_group_size)
-                pop = self._rows.popleft
-                rows = [pop() for _ in range(n)]
+            while len(self._buf):
+                rows = self._buf.take(self.row_group_size)
                 t0 = time.perf_counter()
                 try:
-                    self._write_part(self._table(rows))
+                    self._write_part(self._table(*rows))
                 except Exception as e:  # noqa: BLE001 - a journal must never take the member down
                     self.errors += 1
-                    log.error("%s: journal rows lost (%d): %s", self.dir, n, e)
+                    log.error("%s: journal rows lost (%d): %s", self.dir, len(rows[0]), e)
                 self.flush_seconds += time.perf_counter() - t0
 
-    def _table(self, rows: list) -> pa.Table:
-        names = self._names
-        n = len(rows)
+    def _table(self, objs: list, ts, kind, view) -> pa.Table:
+        import numpy as np
+        import pyarrow.compute as pc
+
+        from jgpy._core.journalbuf import message_columns
+        from jgpy._core.types import MergeView
+        n = len(objs)
         base = self._next_idx
         self._next_idx += n
-        kind = [None] * n
-        ts = [0] * n
-        vc = [None] * n
-        vi = [None] * n
-        members: list = [None] * n
-        merge: list = [None] * n
-        src = [None] * n
-        dest = [None] * n
-        size = [None] * n
-        hsh = [None] * n
-        flags = [None] * n
+        names, sender, dest, flags, size, hsh, seq, seq_ok = message_columns(
+            objs, kind, self._names, lambda a: _name(a, self._names))
+        is_msg = kind <= _K_SEND
+        # the view key of each row
+        vkeys = self._vkeys[:]
+        vcoords = pa.array([k[0] for k in vkeys] or [None], pa.string())
+        has_view = view >= 0
+        vc = pc.take(vcoords, pa.array(np.where(has_view, view, 0), mask=~has_view))
+        vi = pa.array(np.array([k[1] for k in vkeys] or [0], np.int64)[np.where(has_view, view, 0)], mask=~has_view)
+        # the few view and other rows
+        kinds = np.array(["deliver", "send", "view", "?"], dtype=object)[kind]
+        members = [None] * n
+        merge = [None] * n
         peer = [None] * n
         info = [None] * n
-        payload: list = [None] * n
-        crc = zlib.crc32
-        kname = ("deliver", "send")
-        from jgpy._core.types import MergeView
-        for i, r in enumerate(rows):
-            k = r[0]
-            ts[i] = r[2]
-            vc[i], vi[i] = r[3]
-            if k <= _K_SEND:
-                m = r[1]
-                kind[i] = kname[k]
-                a = m.src
-                src[i] = names.get(a) if a in names else _name(a, names)
-                d = m.dest
-                if d is not None:
-                    dest[i] = names.get(d) if d in names else _name(d, names)
-                flags[i] = m.flags
-                raw = m.raw_buffer
-                if raw is None:
-                    size[i] = 0
-                    hsh[i] = 0
-                    continue
-                off, ln = m.offset, m.length
-                size[i] = ln
-                if type(raw) is bytes:
-                    p = raw if off == 0 and ln == len(raw) else raw[off:off + ln]
-                else:
-                    p = bytes(memoryview(raw).cast("B")[off:off + ln])
-                hsh[i] = crc(p)
-                if ln <= MAX_ID_PAYLOAD:
-                    payload[i] = p
-            elif k == _K_VIEW:
-                v = r[1]
-                kind[i] = "view"
-                members[i] = [_name(a, names) for a in v.members]
-                merge[i] = isinstance(v, MergeView)
+        for i in np.nonzero(~is_msg)[0]:
+            o = objs[i]
+            if kind[i] == _K_VIEW:
+                members[i] = [_name(a, self._names) for a in o.members]
+                merge[i] = isinstance(o, MergeView)
             else:
-                kind[i], peer[i], info[i] = r[1], r[4], r[5]
-        pid_names, seqs = parse_ids(pa.array(payload, pa.binary()))
-        import pyarrow.compute as pc
-        sender = pc.coalesce(pid_names, pa.array(src, pa.string()))
+                kinds[i], peer[i], info[i] = o
+        name_arr = pa.array(names or [None], pa.string())
+        col = lambda idx: pc.take(name_arr, pa.array(np.where(idx >= 0, idx, 0), mask=idx < 0))  # noqa: E731
         return pa.Table.from_arrays([
-            pa.array(kind, pa.string()), pa.array(range(base, base + n), pa.int64()), pa.array(ts, pa.int64()),
-            pa.array(vc, pa.string()), pa.array(vi, pa.int64()), pa.array(members, pa.list_(pa.string())),
-            pa.array(merge, pa.bool_()), sender, seqs, pa.array(dest, pa.string()), pa.array(size, pa.int32()),
-            pa.array(hsh, pa.int64()), pa.array(flags, pa.int32()), pa.array(peer, pa.string()),
-            pa.array(info, pa.string())], schema=SCHEMA)
+            pa.array(kinds.tolist(), pa.string()), pa.array(np.arange(base, base + n, dtype=np.int64)),
+            pa.array(ts), vc, vi, pa.array(members, pa.list_(pa.string())), pa.array(merge, pa.bool_()),
+            col(sender), pa.array(seq, mask=seq_ok == 0), col(dest),
+            pa.array(size, mask=~is_msg), pa.array(hsh, mask=~is_msg), pa.array(flags, mask=~is_msg),
+            pa.array(peer, pa.string()), pa.array(info, pa.string())], schema=SCHEMA)
 
     def _write_part(self, table: pa.Table) -> None:
         import pyarrow.parquet as pq
@@ -400,7 +378,7 @@ class JournalWriter:
         _live.discard(self)
 
     def stats(self) -> dict:
-        return {"rows_written": self.rows_written, "parts": self._part, "buffered": len(self._rows),
+        return {"rows_written": self.rows_written, "parts": self._part, "buffered": len(self._buf),
                 "flush_seconds": self.flush_seconds, "errors": self.errors}
 
 

@@ -147,6 +147,9 @@ class Node:
         self.count_only = c.get("receive", "events") == "count"
         self.sleep_ms = int(c.get("receive_sleep_ms") or 0)
         config = c["config"]
+        if c.get("journal"):                         # the delivery journal: a JOURNAL protocol on top
+            from jgpy.protocols.journal import with_journal
+            config = with_journal(config, c["journal"])
         self.channel = Channel(config, c.get("name"), c.get("props") or {}, self._receiver())
         if c.get("address") is not None:             # a chosen address (e.g. to decide who leads a merge)
             fixed = from_json(c["address"])
@@ -477,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             if name == "halt":                       # a crash: no leave, no FD_SOCK goodbye
                 os.kill(os.getpid(), signal.SIGKILL)
             if name == "exit":
+                _close_journals()
                 node.emit({"reply": rid, "ok": True})
                 os._exit(0)
             handler = getattr(node, f"cmd_{name}", None)
@@ -487,7 +491,14 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
             node.emit({"reply": rid, "ok": False, "error": f"{type(e).__name__}: {e}",
                        "trace": traceback.format_exc()})
+    _close_journals()
     os._exit(0)
+
+
+def _close_journals() -> None:
+    """Write what the journals buffered (os._exit skips atexit); a SIGKILL (halt) loses it, as a crash does."""
+    from jgpy.journal import close_all
+    close_all()
 
 
 if __name__ == "__main__":

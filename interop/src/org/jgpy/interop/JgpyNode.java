@@ -54,6 +54,7 @@ public final class JgpyNode {
     private volatile long reportMax=65536;             // set_state events carry the state as hex up to this size
     private volatile long expectSize=-1;               // set_state streams: read this many bytes, then close
     private volatile boolean countOnly;
+    private volatile Journal journal;          // connect {"journal": RUN_DIR}: the delivery journal (Journal.java)
     private volatile long receiveSleepMs;      // a slow receiver: sleep this long in receive() per message
     private final AtomicLong received=new AtomicLong(), receivedBytes=new AtomicLong(), sent=new AtomicLong();
     // System.nanoTime() of the first and last message received (count mode throughput), 0 if none
@@ -139,6 +140,7 @@ public final class JgpyNode {
             }
         }
         // the driver went away: do not linger
+        closeJournal();
         proto.flush();
         Runtime.getRuntime().halt(0);
     }
@@ -192,15 +194,18 @@ public final class JgpyNode {
             }
             case "disconnect":
                 requireChannel().disconnect();
+                closeJournal();
                 return Json.obj();
             case "close":
                 requireChannel().close();
+                closeJournal();
                 return Json.obj();
             case "halt":
                 proto.flush();
                 Runtime.getRuntime().halt(9);
                 return NO_REPLY;
             case "exit":
+                closeJournal();
                 return Json.obj();
             case "encode": {
                 String kind=Codec.toStr(cmd.get("kind"), "kind");
@@ -226,6 +231,12 @@ public final class JgpyNode {
     JChannel requireChannel() {
         if(channel == null) throw new IllegalStateException("not connected (no channel)");
         return channel;
+    }
+
+    void closeJournal() {
+        Journal j=journal;
+        journal=null;
+        if(j != null) j.close();
     }
 
     // ------------------------------------------------------------------ channel
@@ -254,6 +265,11 @@ public final class JgpyNode {
         JChannel ch=new JChannel(config);
         if(name != null) ch.setName(name);
         ch.setReceiver(new Recv());
+        if(cmd.get("journal") != null) {     // the stack bottom first, as jgpy lists it
+            List<String> stack=new ArrayList<>();
+            for(org.jgroups.stack.Protocol p: ch.getProtocolStack().getProtocols()) stack.add(0, p.getName());
+            journal=new Journal(Codec.toStr(cmd.get("journal"), "journal"), name, stack, 65536, 1000);
+        }
         channel=ch;
         try {
             ch.connect(cluster);
@@ -261,6 +277,7 @@ public final class JgpyNode {
         catch(Exception e) {
             try {ch.close();} catch(Throwable ignored) {}
             channel=null;
+            closeJournal();
             throw e;
         }
         Address addr=ch.getAddress();
@@ -321,6 +338,8 @@ public final class JgpyNode {
             if(oob) flags|=Message.OOB;
             flags|=(byte)extra;
             Codec.set(msg, "flags", flags); // raw byte: setFlag() refuses 0x80
+            Journal j=journal;
+            if(j != null) j.send(msg);
             ch.send(msg);
             sent.incrementAndGet();
         }
@@ -457,6 +476,9 @@ public final class JgpyNode {
     }
 
     void stateEvent(String name, String state_id, byte[] small, long size, String sha, long t0) {
+        Journal j=journal;
+        if(j != null) j.other("state", null, (name.equals("get_state") ? "provided " : "installed ") + size + " bytes"
+                              + (state_id != null ? " (" + state_id + ")" : ""));
         Map<String,Object> m=Json.obj("event", name, "size", size, "sha256", sha, "seconds", (System.nanoTime() - t0) / 1e9);
         if(state_id != null) m.put("state_id", state_id);
         if(small != null && small.length <= reportMax) m.put("state", Json.hex(small));
@@ -538,6 +560,8 @@ public final class JgpyNode {
     final class Recv implements ExtendedReceiver {
         public void receive(Message msg) {
             try {
+                Journal j=journal;
+                if(j != null) j.deliver(msg);
                 long now=System.nanoTime();
                 if(received.incrementAndGet() == 1)
                     firstRecvNs=now;
@@ -561,6 +585,8 @@ public final class JgpyNode {
 
         public void viewAccepted(View v) {
             try {
+                Journal j=journal;
+                if(j != null) j.view(v);
                 List<Address> keep=partition;
                 if(keep != null && channel != null) {
                     org.jgroups.protocols.DISCARD d=(org.jgroups.protocols.DISCARD)channel.getProtocolStack()
@@ -575,12 +601,12 @@ public final class JgpyNode {
         }
 
         public void suspect(Address mbr) {
-            try {event("suspect", "member", Codec.toJson(mbr), "name", mbr == null ? null : UUID.get(mbr));}
+            try {Journal j=journal; if(j != null) j.other("suspect", mbr, null); event("suspect", "member", Codec.toJson(mbr), "name", mbr == null ? null : UUID.get(mbr));}
             catch(Throwable t) {errorEvent("suspect", t);}
         }
 
-        public void block()   {event("block");}
-        public void unblock() {event("unblock");}
+        public void block()   {Journal j=journal; if(j != null) j.other("block", null, null); event("block");}
+        public void unblock() {Journal j=journal; if(j != null) j.other("unblock", null, null); event("unblock");}
 
         public byte[] getState() {
             return getState((String)null);

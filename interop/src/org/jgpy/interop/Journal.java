@@ -133,7 +133,7 @@ final class Journal {
         Row r=new Row();
         r.ts=System.nanoTime();
         r.kind=kind; r.vcoord=vcoord; r.vid=vid;
-        r.src=name(msg.getSrc());
+        r.src=msg.getSrc() != null ? name(msg.getSrc()) : member;     // a send: src is set by the channel later
         r.dest=name(msg.getDest());
         r.flags=msg.getFlags() & 0xff;
         byte[] buf=msg.getRawBuffer();

@@ -1,0 +1,299 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True
+"""The delivery journal's hot path (``jgpy.journal``): rows recorded with a CLOCK_MONOTONIC timestamp in a few
+nanoseconds, and turned into columns (names, ids parsed from numbered payloads, CRC-32) without Python work per
+row. Only the GIL protects a buffer (nothing here releases it), so any thread may record."""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.unicode cimport PyUnicode_DecodeLatin1, PyUnicode_DecodeUTF8
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcmp, memmove
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+import numpy as np
+
+from jgpy._core.message cimport Message
+
+cdef enum:
+    MAX_ID_PAYLOAD = 256
+
+# ---- CRC-32 (the zlib / java.util.zip.CRC32 polynomial), slicing by 8 ----
+
+cdef uint32_t _crc_table[8][256]
+
+
+cdef void _crc_init() noexcept:
+    cdef uint32_t c
+    cdef int i, k
+    for i in range(256):
+        c = <uint32_t>i
+        for k in range(8):
+            c = (c >> 1) ^ 0xEDB88320u if c & 1 else c >> 1
+        _crc_table[0][i] = c
+    for i in range(256):
+        for k in range(1, 8):
+            _crc_table[k][i] = (_crc_table[k - 1][i] >> 8) ^ _crc_table[0][_crc_table[k - 1][i] & 0xFF]
+
+
+_crc_init()
+
+
+cdef uint32_t _crc32(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef uint32_t c = 0xFFFFFFFFu
+    cdef uint32_t a, b
+    while n >= 8:
+        a = (p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)) ^ c
+        b = p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16) | (<uint32_t>p[7] << 24)
+        c = (_crc_table[7][a & 0xFF] ^ _crc_table[6][(a >> 8) & 0xFF] ^ _crc_table[5][(a >> 16) & 0xFF]
+             ^ _crc_table[4][a >> 24] ^ _crc_table[3][b & 0xFF] ^ _crc_table[2][(b >> 8) & 0xFF]
+             ^ _crc_table[1][(b >> 16) & 0xFF] ^ _crc_table[0][b >> 24])
+        p += 8
+        n -= 8
+    while n > 0:
+        c = _crc_table[0][(c ^ p[0]) & 0xFF] ^ (c >> 8)
+        p += 1
+        n -= 1
+    return c ^ 0xFFFFFFFFu
+
+
+def crc32(data) -> int:
+    """CRC-32 of a bytes-like object (equal to ``zlib.crc32``)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return _crc32(<const uint8_t*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef inline int64_t _now() noexcept nogil:
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return <int64_t>t.tv_sec * 1000000000 + t.tv_nsec
+
+
+def monotonic_ns() -> int:
+    """CLOCK_MONOTONIC in ns, as the buffer stamps rows (the same clock as ``time.monotonic_ns()``)."""
+    return _now()
+
+
+# ---- the row buffer ----
+
+cdef class RowBuffer:
+    """Rows ``(kind, object, timestamp, view key index)``: ``record``/``record_batch`` from any thread,
+    ``take`` from the writer."""
+
+    cdef list _objs
+    cdef int64_t* _ts
+    cdef int8_t* _kind
+    cdef int32_t* _view
+    cdef Py_ssize_t _n, _cap
+    cdef public int32_t view_index          # the view key of rows recorded from now on (-1: none yet)
+
+    def __cinit__(self):
+        self._objs = []
+        self._n = 0
+        self._cap = 0
+        self.view_index = -1
+
+    def __dealloc__(self):
+        free(self._ts)
+        free(self._kind)
+        free(self._view)
+
+    cdef int _grow(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap = self._cap * 2 if self._cap else 1024
+        while cap < need:
+            cap *= 2
+        cdef int64_t* ts = <int64_t*>realloc(self._ts, cap * sizeof(int64_t))
+        if ts == NULL:
+            raise MemoryError()
+        self._ts = ts
+        cdef int8_t* kind = <int8_t*>realloc(self._kind, cap * sizeof(int8_t))
+        if kind == NULL:
+            raise MemoryError()
+        self._kind = kind
+        cdef int32_t* view = <int32_t*>realloc(self._view, cap * sizeof(int32_t))
+        if view == NULL:
+            raise MemoryError()
+        self._view = view
+        self._cap = cap
+        return 0
+
+    def __len__(self):
+        return self._n
+
+    def record(self, int kind, obj):
+        if self._n == self._cap:
+            self._grow(self._n + 1)
+        self._objs.append(obj)
+        self._ts[self._n] = _now()
+        self._kind[self._n] = <int8_t>kind
+        self._view[self._n] = self.view_index
+        self._n += 1
+
+    def record_batch(self, int kind, list msgs):
+        cdef Py_ssize_t k = len(msgs)
+        if self._n + k > self._cap:
+            self._grow(self._n + k)
+        cdef object m
+        for m in msgs:
+            self._objs.append(m)
+            self._ts[self._n] = _now()
+            self._kind[self._n] = <int8_t>kind
+            self._view[self._n] = self.view_index
+            self._n += 1
+
+    def take(self, Py_ssize_t max_rows):
+        """The oldest rows (at most ``max_rows``): ``(objects, ts, kind, view index)`` as a list and numpy arrays."""
+        cdef Py_ssize_t n = min(max_rows, self._n)
+        ts = np.empty(n, np.int64)
+        kind = np.empty(n, np.int8)
+        view = np.empty(n, np.int32)
+        cdef int64_t[::1] tv = ts
+        cdef int8_t[::1] kv = kind
+        cdef int32_t[::1] vv = view
+        cdef Py_ssize_t i
+        for i in range(n):
+            tv[i] = self._ts[i]
+            kv[i] = self._kind[i]
+            vv[i] = self._view[i]
+        objs = self._objs[:n]
+        del self._objs[:n]
+        if n < self._n:
+            memmove(self._ts, self._ts + n, (self._n - n) * sizeof(int64_t))
+            memmove(self._kind, self._kind + n, (self._n - n) * sizeof(int8_t))
+            memmove(self._view, self._view + n, (self._n - n) * sizeof(int32_t))
+        self._n -= n
+        return objs, ts, kind, view
+
+
+# ---- rows -> columns ----
+
+cdef class _Names:
+    """Names of one flush as indices into a list (a dictionary column), with a cache of recent id names."""
+
+    cdef dict index              # str -> index
+    cdef list names
+    cdef list recent             # [(bytes, index)]: the id names seen last, compared byte for byte
+
+    def __cinit__(self):
+        self.index = {}
+        self.names = []
+        self.recent = []
+
+    cdef int32_t of(self, str name) except -2:
+        cdef object i = self.index.get(name)
+        if i is None:
+            i = len(self.names)
+            self.index[name] = i
+            self.names.append(name)
+        return <int32_t>i
+
+    cdef int32_t of_bytes(self, const char* p, Py_ssize_t n) except -2:
+        cdef tuple t
+        cdef bytes b
+        for t in self.recent:
+            b = <bytes>t[0]
+            if len(b) == n and memcmp(PyBytes_AS_STRING(b), p, n) == 0:
+                return <int32_t>t[1]
+        try:
+            name = PyUnicode_DecodeUTF8(p, n, "strict")
+        except UnicodeDecodeError:
+            name = PyUnicode_DecodeLatin1(p, n, NULL)         # Java's setObject(String): the chars' low bytes
+        cdef int32_t i = self.of(name)
+        if len(self.recent) >= 16:
+            self.recent.pop(0)
+        self.recent.append((PyBytes_FromStringAndSize(p, n), i))
+        return i
+
+
+cdef int _parse_id(const uint8_t* p, Py_ssize_t n, Py_ssize_t* name_len, int64_t* seq) noexcept nogil:
+    """``[0x12]<name>:<1..18 digits>``: 1 and the name length (after the optional tag) and number, else 0."""
+    cdef Py_ssize_t end = n, colon = n - 1, start = 0
+    cdef int64_t v = 0
+    if n > 0 and p[0] == 0x12:
+        start = 1
+    while colon >= start and p[colon] != 58:         # the last ':'
+        colon -= 1
+    if colon < start or end - colon - 1 < 1 or end - colon - 1 > 18:
+        return 0
+    cdef Py_ssize_t i
+    for i in range(colon + 1, end):
+        if p[i] < 48 or p[i] > 57:
+            return 0
+        v = v * 10 + (p[i] - 48)
+    name_len[0] = colon - start
+    seq[0] = v
+    return 1
+
+
+def message_columns(list objs, const int8_t[::1] kind, dict addr_names, name_of):
+    """Columns of the message rows (kind 0 deliver, 1 send; other rows are left null).
+
+    Returns ``(names, sender, dest, flags, size, hash, seq, seq_valid)``: ``sender``/``dest`` are int32 indices
+    into ``names`` (-1: null); ``sender`` is the id's name for a numbered payload, else the source's name.
+    ``addr_names`` caches address -> name; ``name_of(addr)`` is asked for addresses not in it.
+    """
+    cdef Py_ssize_t n = len(objs), i, plen, name_len
+    cdef _Names names = _Names()
+    sender = np.full(n, -1, np.int32)
+    dest = np.full(n, -1, np.int32)
+    flags = np.zeros(n, np.int32)
+    size = np.zeros(n, np.int32)
+    hsh = np.zeros(n, np.int64)
+    seq = np.zeros(n, np.int64)
+    seq_valid = np.zeros(n, np.uint8)
+    cdef int32_t[::1] sv = sender, dv = dest, fv = flags, zv = size
+    cdef int64_t[::1] hv = hsh, qv = seq
+    cdef uint8_t[::1] okv = seq_valid
+    cdef Message m
+    cdef object buf, a, nm
+    cdef const uint8_t* p
+    cdef Py_buffer view
+    cdef bint got_view
+    cdef int64_t s
+    cdef int32_t src_i
+    for i in range(n):
+        if kind[i] > 1:
+            continue
+        m = <Message>objs[i]
+        a = m.src
+        if a is None:
+            src_i = -1
+        else:
+            nm = addr_names.get(a)
+            if nm is None:
+                nm = name_of(a)
+            src_i = names.of(nm)
+        a = m.dest
+        if a is not None:
+            nm = addr_names.get(a)
+            if nm is None:
+                nm = name_of(a)
+            dv[i] = names.of(nm)
+        fv[i] = m.flags
+        sv[i] = src_i
+        buf = m._buf
+        if buf is None:
+            continue
+        plen = m._len
+        zv[i] = <int32_t>plen
+        got_view = False
+        if type(buf) is bytes:
+            p = <const uint8_t*>PyBytes_AS_STRING(buf) + m._off
+        else:
+            PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+            got_view = True
+            p = <const uint8_t*>view.buf + m._off
+        try:
+            hv[i] = _crc32(p, plen)
+            if plen <= MAX_ID_PAYLOAD and _parse_id(p, plen, &name_len, &s):
+                sv[i] = names.of_bytes(<const char*>p + (1 if plen > 0 and p[0] == 0x12 else 0), name_len)
+                qv[i] = s
+                okv[i] = 1
+        finally:
+            if got_view:
+                PyBuffer_Release(&view)
+    return names.names, sender, dest, flags, size, hsh, seq, seq_valid
