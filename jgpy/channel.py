@@ -35,6 +35,7 @@ import threading
 from typing import Any, Callable, Mapping
 
 from jgpy._core.address import UUID, set_logical_name
+from jgpy._core.batch import split_by_flag
 from jgpy._core.message import Message
 from jgpy._core.jg212 import object_to_buffer
 from jgpy.errors import JgpyError
@@ -43,6 +44,7 @@ from jgpy.stack.promise import Promise
 from jgpy.stack.protocol import Protocol
 from jgpy.stack.stack import ProtocolStack
 
+OOB = Message.OOB
 log = logging.getLogger("jgpy.channel")
 
 
@@ -148,6 +150,7 @@ class Channel(Protocol):
         self._state_lock = threading.Lock()         # one get_state() at a time (Java shares one promise too)
         self.stack = ProtocolStack(config, self, props)
         self.stack.init()
+        self._down_msg = self.stack.protocols[-1].down_msg       # the top protocol's send path
 
     # ---- life cycle ----
 
@@ -222,29 +225,29 @@ class Channel(Protocol):
         ``setObject(String)`` writes it, so Java's ``getObject()`` returns it (Latin-1 only: Java keeps the
         low 8 bits of each char, so other text raises ValueError — send ``text.encode()`` instead).
         """
-        if isinstance(dest_or_msg, Message):
+        if self._state != "connected":
+            raise ChannelError("the channel is not connected: call connect() first")
+        if type(payload) is bytes and type(dest_or_msg) is not Message:     # the common case, first
+            msg = Message(dest_or_msg, payload, self.address, OOB if oob else 0)
+        elif isinstance(dest_or_msg, Message):
             msg = dest_or_msg
             if payload is not None:
                 raise TypeError("send(msg) takes no payload; put it in the message")
+            msg.src = self.address
+            if oob:
+                msg.flags |= OOB
         else:
-            msg = Message(dest_or_msg)
             if isinstance(payload, str):
                 try:
                     payload.encode("latin-1")
                 except UnicodeEncodeError:
                     raise ValueError("a str payload travels as a Java String, which keeps only the low 8 bits of "
                                      "each char: this text is not Latin-1; send bytes (text.encode()) instead") from None
-                msg.set_buffer(object_to_buffer(payload))
-            elif payload is not None:
-                msg.set_buffer(payload)
-        if oob:
-            msg.flags |= Message.OOB
+                payload = object_to_buffer(payload)
+            msg = Message(dest_or_msg, payload, self.address, OOB if oob else 0)
         if flags:
             msg.flags |= flags
-        if self._state != "connected":
-            raise ChannelError("the channel is not connected: call connect() first")
-        msg.src = self.address
-        self.stack.down_msg(msg)
+        self._down_msg(msg)
 
     # ---- state transfer ----
 
@@ -353,26 +356,29 @@ class Channel(Protocol):
 
     def up_batch(self, msgs: list) -> None:
         stack = self.stack
-        regular = []
-        for m in msgs:
-            if m.flags & Message.OOB:
-                if stack.oob_delivery is not None:
-                    if stack.oob_delivery.in_thread():
-                        self._deliver(m)
-                    else:
-                        stack.oob_delivery.submit(self._deliver, m)
-            else:
-                regular.append(m)
-        if regular and stack.delivery is not None:
-            if stack.delivery.in_thread():
-                for m in regular:
+        oob, regular = split_by_flag(msgs, Message.OOB)
+        for m in oob:
+            ex = stack.oob_delivery
+            if ex is not None:
+                if ex.in_thread():
                     self._deliver(m)
-            else:
-                stack.delivery.submit(self._deliver_all, regular)
+                else:
+                    ex.submit(self._deliver, m)
+        if regular:
+            ex = stack.delivery
+            if ex is not None:
+                if ex.in_thread():
+                    self._deliver_all(regular)
+                else:
+                    ex.submit(self._deliver_all, regular)
 
     def _deliver_all(self, msgs: list) -> None:
+        receive = self.receiver.receive
         for m in msgs:
-            self._deliver(m)
+            try:
+                receive(m)
+            except Exception:  # noqa: BLE001 - an application error must not stop delivery
+                log.exception("%s: receiver.receive() failed for %r", self.name, m)
 
     def _deliver(self, msg: Message) -> None:
         try:

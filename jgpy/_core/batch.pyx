@@ -65,6 +65,33 @@ def lengths_by_sender(list msgs):
     return out
 
 
+def credit_lengths(list msgs, bint multicast, int skip_flags):
+    """``{src: total payload bytes}`` of the multicasts (``multicast``) or unicasts of the batch that have
+    none of ``skip_flags`` (UFC/MFC count what they owe credits for)."""
+    cdef dict out = {}
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
+    cdef Message m
+    for i in range(n):
+        m = <Message>PyList_GET_ITEM(msgs, i)
+        if (m.dest is None) == multicast and not (m.flags & skip_flags) and m._buf is not None and m._len:
+            out[m.src] = out.get(m.src, 0) + m._len
+    return out
+
+
+def split_by_flag(list msgs, int flag):
+    """``(messages with ``flag`` set, the others)``, each in the batch order."""
+    cdef list with_flag = [], without = []
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
+    cdef Message m
+    for i in range(n):
+        m = <Message>PyList_GET_ITEM(msgs, i)
+        if m.flags & flag:
+            with_flag.append(m)
+        else:
+            without.append(m)
+    return with_flag, without
+
+
 def group_by_sender(list msgs):
     """``{src: [messages]}`` in first-seen order, each list in the original order."""
     cdef dict out = {}

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from jgpy._core.batch import lengths_by_sender
+from jgpy._core.batch import credit_lengths
 from jgpy._core.credits import CreditTable
 from jgpy._core.headers import FcHeader
 from jgpy._core.jg212 import JavaObject, object_to_buffer
@@ -136,9 +136,6 @@ class FlowControl(Protocol):
 
     # ---- sending ----
 
-    def _mine(self, msg: Message) -> bool:
-        return (msg.dest is None) == self.HANDLES_MULTICASTS
-
     # down_msg: the C core CreditSend (jgpy/_core/sendpath.pyx) spends the credits; when they do not cover
     # a message it calls wait_for_credits(msg, length), the slow path below
 
@@ -177,12 +174,12 @@ class FlowControl(Protocol):
                 self.log.error("FcHeader type %s not known", hdr.type)
         if not rest:
             return
-        counted = [m for m in rest if not m.flags & NO_FC and self._mine(m)]
+        counted = credit_lengths(rest, self.HANDLES_MULTICASTS, NO_FC)
         try:
             self.up_prot.up_batch(rest)
         finally:
             if counted:
-                for sender, length in lengths_by_sender(counted).items():
+                for sender, length in counted.items():
                     credits = self.received.consumed(sender, length)
                     if credits > 0:
                         self.send_credit(sender, credits)
