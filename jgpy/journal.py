@@ -79,6 +79,12 @@ SCHEMA = pa.schema([
 ])
 COLUMNS = tuple(SCHEMA.names)
 
+#: how parts are written: dictionaries for the strings only, deltas for the event index and the clock (cheap to
+#: write, about 12 bytes a row)
+PARQUET_OPTIONS = dict(compression="snappy", write_statistics=False, store_schema=False,
+                       use_dictionary=["kind", "view_coord", "members", "sender", "dest", "peer", "info"],
+                       column_encoding={"idx": "DELTA_BINARY_PACKED", "ts_ns": "DELTA_BINARY_PACKED"})
+
 #: longest payload parsed as a numbered id (longer ones are hashed, never parsed)
 MAX_ID_PAYLOAD = 256
 
@@ -215,6 +221,18 @@ def _row_buffer():
     return RowBuffer()
 
 
+#: the writer's tables: dictionary-encoded strings (Parquet writes them as they are; readers see strings, as the
+#: files carry no Arrow schema)
+_WRITE_SCHEMA = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), pa.string()), f.nullable)
+                           if f.name in ("kind", "view_coord", "sender", "dest") else f for f in SCHEMA])
+
+
+def _dict(codes, null_mask, values: list) -> pa.DictionaryArray:
+    import numpy as np
+    return pa.DictionaryArray.from_arrays(pa.array(np.asarray(codes, np.int32), mask=null_mask),
+                                          pa.array(values, pa.string()))
+
+
 class JournalWriter:
     """The journal of one member of a jgpy run.
 
@@ -245,7 +263,7 @@ class JournalWriter:
         self._closed = False
         self._wake = threading.Event()
         self.rows_written = 0
-        self.flush_seconds = 0.0
+        self.flush_cpu_seconds = 0.0            # CPU time of the flushes (the writer's cost besides recording)
         self.errors = 0
         from jgpy import __version__
         self.meta = {"format": FORMAT, "version": FORMAT_VERSION, "member": member, "impl": impl,
@@ -253,6 +271,8 @@ class JournalWriter:
                      "start_ns": time.monotonic_ns(), "parts": None, "closed": False, **(extra or {})}
         _write_json_atomic(self.dir / META_FILE, self.meta)
         self.other("open", info=json.dumps({k: self.meta[k] for k in ("impl", "impl_version", "pid", "stack")}))
+        self.flush()          # now, not under load: the first part pays for the imports and Parquet's set-up
+        self.flush_cpu_seconds = 0.0
         self._thread = threading.Thread(target=self._run, name=f"jgpy-journal-{member}", daemon=True)
         self._thread.start()
         _live.add(self)
@@ -303,13 +323,13 @@ class JournalWriter:
         with self._flush_lock:
             while len(self._buf):
                 rows = self._buf.take(self.row_group_size)
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 try:
                     self._write_part(self._table(*rows))
                 except Exception as e:  # noqa: BLE001 - a journal must never take the member down
                     self.errors += 1
                     log.error("%s: journal rows lost (%d): %s", self.dir, len(rows[0]), e)
-                self.flush_seconds += time.perf_counter() - t0
+                self.flush_cpu_seconds += time.thread_time() - t0
 
     def _table(self, objs: list, ts, kind, view) -> pa.Table:
         import numpy as np
@@ -325,37 +345,53 @@ class JournalWriter:
         is_msg = kind <= _K_SEND
         # the view key of each row
         vkeys = self._vkeys[:]
-        vcoords = pa.array([k[0] for k in vkeys] or [None], pa.string())
+        coords: dict = {}
+        coord_code = np.array([coords.setdefault(k[0], len(coords)) for k in vkeys] or [0], np.int32)
         has_view = view >= 0
-        vc = pc.take(vcoords, pa.array(np.where(has_view, view, 0), mask=~has_view))
-        vi = pa.array(np.array([k[1] for k in vkeys] or [0], np.int64)[np.where(has_view, view, 0)], mask=~has_view)
-        # the few view and other rows
-        kinds = np.array(["deliver", "send", "view", "?"], dtype=object)[kind]
-        members = [None] * n
-        merge = [None] * n
-        peer = [None] * n
-        info = [None] * n
-        for i in np.nonzero(~is_msg)[0]:
+        at = np.where(has_view, view, 0)
+        vc = _dict(coord_code[at], ~has_view, list(coords))
+        vi = pa.array(np.array([k[1] for k in vkeys] or [0], np.int64)[at], mask=~has_view)
+        # the few view and other rows: small arrays, scattered by index (position 0 of each: null)
+        special = np.nonzero(~is_msg)[0]
+        codes = kind.astype(np.int32)
+        kind_names = ["deliver", "send", "view"]
+        scatter = np.zeros(n, np.int32)
+        members: list = [None]
+        merge: list = [None]
+        peer: list = [None]
+        info: list = [None]
+        for j, i in enumerate(special, 1):
             o = objs[i]
+            scatter[i] = j
             if kind[i] == _K_VIEW:
-                members[i] = [_name(a, self._names) for a in o.members]
-                merge[i] = isinstance(o, MergeView)
+                members.append([_name(a, self._names) for a in o.members])
+                merge.append(isinstance(o, MergeView))
+                peer.append(None)
+                info.append(None)
             else:
-                kinds[i], peer[i], info[i] = o
-        name_arr = pa.array(names or [None], pa.string())
-        col = lambda idx: pc.take(name_arr, pa.array(np.where(idx >= 0, idx, 0), mask=idx < 0))  # noqa: E731
+                codes[i] = len(kind_names)
+                kind_names.append(o[0])
+                members.append(None)
+                merge.append(None)
+                peer.append(o[1])
+                info.append(o[2])
+        sc = pa.array(scatter)
+
+        def spread(values: list, typ) -> pa.Array:
+            return pa.nulls(n, typ) if len(values) == 1 else pc.take(pa.array(values, typ), sc)
+
         return pa.Table.from_arrays([
-            pa.array(kinds.tolist(), pa.string()), pa.array(np.arange(base, base + n, dtype=np.int64)),
-            pa.array(ts), vc, vi, pa.array(members, pa.list_(pa.string())), pa.array(merge, pa.bool_()),
-            col(sender), pa.array(seq, mask=seq_ok == 0), col(dest),
+            _dict(codes, None, kind_names), pa.array(np.arange(base, base + n, dtype=np.int64)), pa.array(ts), vc, vi,
+            spread(members, pa.list_(pa.string())), spread(merge, pa.bool_()),
+            _dict(sender, sender < 0, names), pa.array(seq, mask=seq_ok == 0), _dict(dest, dest < 0, names),
             pa.array(size, mask=~is_msg), pa.array(hsh, mask=~is_msg), pa.array(flags, mask=~is_msg),
-            pa.array(peer, pa.string()), pa.array(info, pa.string())], schema=SCHEMA)
+            spread(peer, pa.string()), spread(info, pa.string())], schema=_WRITE_SCHEMA)
 
     def _write_part(self, table: pa.Table) -> None:
         import pyarrow.parquet as pq
         name = f"part-{self._part:05d}.parquet"
         tmp = self.dir / f".{name}.tmp"
-        pq.write_table(table, tmp, compression="snappy", row_group_size=max(1, table.num_rows))
+        pq.write_table(table, tmp, row_group_size=max(1, table.num_rows), **PARQUET_OPTIONS)
         os.replace(tmp, self.dir / name)
         self._part += 1
         self.rows_written += table.num_rows
@@ -379,7 +415,7 @@ class JournalWriter:
 
     def stats(self) -> dict:
         return {"rows_written": self.rows_written, "parts": self._part, "buffered": len(self._buf),
-                "flush_seconds": self.flush_seconds, "errors": self.errors}
+                "flush_cpu_seconds": self.flush_cpu_seconds, "errors": self.errors}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,7 +437,7 @@ def write_parts(run_dir: str | os.PathLike, member: str, tables: Iterable[pa.Tab
     for t in tables:
         if t.schema != SCHEMA:
             t = t.select(list(COLUMNS)).cast(SCHEMA)
-        pq.write_table(t, d / f"part-{k:05d}.parquet", compression="snappy", row_group_size=1 << 20)
+        pq.write_table(t, d / f"part-{k:05d}.parquet", row_group_size=1 << 20, **PARQUET_OPTIONS)
         k += 1
     _write_json_atomic(d / META_FILE, {"format": FORMAT, "version": FORMAT_VERSION, "member": member, "impl": impl,
                                        "stack": list(stack), "clock": CLOCK, "parts": k if closed else None,

@@ -324,9 +324,9 @@ def test_crash_run(spark, java_nodes, udp_group, tmp_path, figures):
 
 # ---- the writer's cost at full rate ----------------------------------------------------------------
 
-def _rate(cluster: str, props: dict, run_dir: Path | None, count: int) -> tuple[float, float]:
+def _rate(cluster: str, props: dict, run_dir: Path | None, count: int) -> tuple[float, float, dict]:
     """A jgpy sender process multicasting ``count`` numbered messages to a jgpy receiver process: the
-    receiver's msgs/s and the sender's send loop msgs/s."""
+    receiver's msgs/s, the sender's send loop msgs/s and the journal writers' flush CPU time per row (ns)."""
     from jgpy.testing.java import PyNode
     r, s = PyNode(name="R"), PyNode(name="S")
     try:
@@ -337,9 +337,16 @@ def _rate(cluster: str, props: dict, run_dir: Path | None, count: int) -> tuple[
         rep = s.send(payload=b"S", count=count, numbered=True, timeout=300)
         assert _wait(lambda: _received(r) >= count, 120), _received(r)
         st = r.call("stats")
+        flush = {}
+        if run_dir is not None:
+            time.sleep(1.5)                              # a periodic flush has written the rows
+            for node in (s, r):
+                js = node.call("dump_stats")["stats"]["JOURNAL"]
+                flush[node.name] = js["flush_cpu_seconds"] / max(1, js["rows_written"]) * 1e9
         for node in (s, r):
             node.call("disconnect", timeout=60)
-        return (st["received"] - 1) / ((st["last_recv_ns"] - st["first_recv_ns"]) / 1e9), count / rep["seconds"]
+        return ((st["received"] - 1) / ((st["last_recv_ns"] - st["first_recv_ns"]) / 1e9), count / rep["seconds"],
+                flush)
     finally:
         s.close()
         r.close()
@@ -367,5 +374,7 @@ def test_writer_overhead_at_full_rate(tmp_path, figures):
     figures("sender msgs/s without journal", b_send, "msgs/s")
     figures("sender msgs/s with journal", j_send, "msgs/s")
     figures("sender slowdown by the journal", 100 * (1 - j_send / b_send), "%")
+    figures("journal flush CPU per row (receiver)", min(x[2]["R"] for x in jour), "ns")
+    figures("journal flush CPU per row (sender: sends and self-deliveries)", min(x[2]["S"] for x in jour), "ns")
     # generous (a noisy 2-core machine shared with other tests): the figures above are what to look at
     assert j_recv > 0.5 * b_recv and j_send > 0.5 * b_send
