@@ -7,6 +7,8 @@ msb, then signed lsb), so sorting addresses gives the order Java nodes use (e.g.
 leader). Logical names are not part of an address: they live in a process-wide cache, as in Java.
 """
 
+cimport cython
+
 import os
 import socket
 
@@ -33,6 +35,7 @@ cdef UUID make_uuid(int64_t msb, int64_t lsb):
     return u
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class Address:
     """Base class of every member address: Java's equals/hashCode/compareTo semantics for Python."""
 
@@ -68,6 +71,7 @@ def _hex(v, digits):
     return format(v & ((1 << (4 * digits)) - 1), f"0{digits}x")
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class UUID(Address):
     """A logical address: 128 random bits (``org.jgroups.util.UUID``).
 
@@ -141,6 +145,7 @@ cdef class UUID(Address):
         return cls(msb, lsb, additional_data)
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class PayloadUUID(UUID):
     """UUID carrying a string payload (``org.jgroups.util.PayloadUUID``, magic 82)."""
 
@@ -152,6 +157,7 @@ cdef class PayloadUUID(UUID):
         return (PayloadUUID, (self.msb, self.lsb, self.payload, self.additional_data))
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class AdditionalDataUUID(UUID):
     """UUID carrying a byte payload (``org.jgroups.util.AdditionalDataUUID``, magic 83)."""
 
@@ -163,6 +169,7 @@ cdef class AdditionalDataUUID(UUID):
         return (AdditionalDataUUID, (self.msb, self.lsb, self.payload, self.additional_data))
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class TopologyUUID(UUID):
     """UUID carrying site/rack/machine ids (``org.jgroups.util.TopologyUUID``, magic 84)."""
 
@@ -196,6 +203,7 @@ cdef int32_t _java_inet_hash(bytes ip):
     return <int32_t>h
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class IpAddress(Address):
     """A physical address: IP + port (``org.jgroups.stack.IpAddress``)."""
 

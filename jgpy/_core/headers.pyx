@@ -6,11 +6,14 @@ constants the protocol uses. How a header looks on the wire is the business of t
 (:mod:`jgpy._core.jg212`), so protocol code only ever deals with these fields.
 """
 
+cimport cython
+
 
 cdef tuple _opt_tuple(object v):
     return tuple(v) if v is not None else None
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class Header:
     """Base class: structural equality, ``repr`` and ``copy`` over ``FIELDS``."""
 
@@ -52,6 +55,7 @@ cdef class Header:
         return (type(self), self._values())
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class TpHeader(Header):
     """Transport header: the cluster name, on every message (``protocols.TpHeader``)."""
     JAVA_CLASS = "protocols.TpHeader"
@@ -61,6 +65,7 @@ cdef class TpHeader(Header):
         self.channel_name = channel_name
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class NakAckHeader(Header):
     """pbcast.NAKACK: seqno of a multicast, or a retransmission request (``protocols.pbcast.NakAckHeader``)."""
     JAVA_CLASS = "protocols.pbcast.NakAckHeader"
@@ -90,6 +95,7 @@ cdef class NakAckHeader(Header):
         return NakAckHeader(3, seqno)
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class UnicastHeader(Header):
     """UNICAST: DATA seqno/conn_id/first, cumulative ACK, or SEND_FIRST_SEQNO (``UNICAST$UnicastHeader``)."""
     JAVA_CLASS = "protocols.UNICAST$UnicastHeader"
@@ -106,6 +112,7 @@ cdef class UnicastHeader(Header):
         self.first = first
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class FragHeader(Header):
     """FRAG/FRAG2: fragment ``frag_id`` of ``num_frags`` of message ``id`` (``protocols.FragHeader``)."""
     JAVA_CLASS = "protocols.FragHeader"
@@ -117,6 +124,7 @@ cdef class FragHeader(Header):
         self.num_frags = num_frags
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class FcHeader(Header):
     """FC/MFC/UFC credit messages (``protocols.FcHeader``)."""
     JAVA_CLASS = "protocols.FcHeader"
@@ -129,6 +137,7 @@ cdef class FcHeader(Header):
         self.type = type
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class PingHeader(Header):
     """Discovery request/response (``protocols.PingHeader``; PING, MPING, TCPPING, ...)."""
     JAVA_CLASS = "protocols.PingHeader"
@@ -144,6 +153,7 @@ cdef class PingHeader(Header):
         self.view_id = view_id
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class GmsHeader(Header):
     """pbcast.GMS membership messages (``protocols.pbcast.GMS$GmsHeader``)."""
     JAVA_CLASS = "protocols.pbcast.GMS$GmsHeader"
@@ -182,6 +192,7 @@ cdef class GmsHeader(Header):
         self.use_flush_if_present = use_flush_if_present
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class Unicast2Header(Header):
     """UNICAST2 (NAK-based unicast) (``protocols.UNICAST2$Unicast2Header``)."""
     JAVA_CLASS = "protocols.UNICAST2$Unicast2Header"
@@ -200,6 +211,7 @@ cdef class Unicast2Header(Header):
         self.first = first
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class StableHeader(Header):
     """pbcast.STABLE gossip and stability messages (``protocols.pbcast.STABLE$StableHeader``)."""
     JAVA_CLASS = "protocols.pbcast.STABLE$StableHeader"
@@ -213,6 +225,7 @@ cdef class StableHeader(Header):
         self.stable_digest = stable_digest
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class FdHeader(Header):
     """FD heartbeats and suspicions (``protocols.FD$FdHeader``). ``from_`` is Java's ``from``."""
     JAVA_CLASS = "protocols.FD$FdHeader"
@@ -228,6 +241,7 @@ cdef class FdHeader(Header):
         self.from_ = from_
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class HeartbeatHeader(Header):
     """FD_ALL heartbeat: no fields (``protocols.FD_ALL$HeartbeatHeader``)."""
     JAVA_CLASS = "protocols.FD_ALL$HeartbeatHeader"
@@ -237,6 +251,7 @@ cdef class HeartbeatHeader(Header):
         pass
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class FdSockHeader(Header):
     """FD_SOCK cache and suspicion messages (``protocols.FD_SOCK$FdHeader``)."""
     JAVA_CLASS = "protocols.FD_SOCK$FdHeader"
@@ -259,6 +274,7 @@ cdef class FdSockHeader(Header):
         self.mbrs = _opt_tuple(mbrs)
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class VerifyHeader(Header):
     """VERIFY_SUSPECT probe and answer (``protocols.VERIFY_SUSPECT$VerifyHeader``)."""
     JAVA_CLASS = "protocols.VERIFY_SUSPECT$VerifyHeader"
@@ -272,6 +288,7 @@ cdef class VerifyHeader(Header):
         self.from_ = from_
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class SfcHeader(Header):
     """SFC credit messages (``protocols.SFC$Header``); note the type values differ from FcHeader."""
     JAVA_CLASS = "protocols.SFC$Header"
@@ -285,6 +302,7 @@ cdef class SfcHeader(Header):
         self.type = type
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class StateHeader(Header):
     """pbcast.STATE_TRANSFER request/response (``protocols.pbcast.STATE_TRANSFER$StateHeader``)."""
     JAVA_CLASS = "protocols.pbcast.STATE_TRANSFER$StateHeader"
@@ -301,6 +319,7 @@ cdef class StateHeader(Header):
         self.state_id = state_id
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class StreamingStateHeader(Header):
     """pbcast.STREAMING_STATE_TRANSFER messages (``...STREAMING_STATE_TRANSFER$StateHeader``)."""
     JAVA_CLASS = "protocols.pbcast.STREAMING_STATE_TRANSFER$StateHeader"
@@ -319,6 +338,7 @@ cdef class StreamingStateHeader(Header):
         self.state_id = state_id
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class FlushHeader(Header):
     """pbcast.FLUSH phases (``protocols.pbcast.FLUSH$FlushHeader``)."""
     JAVA_CLASS = "protocols.pbcast.FLUSH$FlushHeader"
@@ -341,6 +361,7 @@ cdef class FlushHeader(Header):
         self.digest = digest
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class SequencerHeader(Header):
     """SEQUENCER total-order messages (``protocols.SEQUENCER$SequencerHeader``)."""
     JAVA_CLASS = "protocols.SEQUENCER$SequencerHeader"
@@ -355,6 +376,7 @@ cdef class SequencerHeader(Header):
         self.tag = tag
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class CompressHeader(Header):
     """COMPRESS: size of the inflated payload (``protocols.COMPRESS$CompressHeader``)."""
     JAVA_CLASS = "protocols.COMPRESS$CompressHeader"
@@ -364,6 +386,7 @@ cdef class CompressHeader(Header):
         self.original_size = original_size
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class CoordAnnouncement(Header):
     """MERGE3 coordinator announcement (``protocols.MERGE3$CoordAnnouncement``)."""
     JAVA_CLASS = "protocols.MERGE3$CoordAnnouncement"
@@ -373,6 +396,7 @@ cdef class CoordAnnouncement(Header):
         self.view = view
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class RequestCorrelatorHeader(Header):
     """MessageDispatcher/RpcDispatcher request or response (``blocks.RequestCorrelator$Header``)."""
     JAVA_CLASS = "blocks.RequestCorrelator$Header"
@@ -388,6 +412,7 @@ cdef class RequestCorrelatorHeader(Header):
         self.corr_id = corr_id
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class MultiDestinationHeader(RequestCorrelatorHeader):
     """A request with an exclusion list (``blocks.RequestCorrelator$MultiDestinationHeader``)."""
     JAVA_CLASS = "blocks.RequestCorrelator$MultiDestinationHeader"

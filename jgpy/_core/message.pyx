@@ -7,6 +7,7 @@ built only when somebody asks for it, and an untouched header is re-sent by copy
 Headers keep insertion order, which is the wire order (top-most protocol first, transport last).
 """
 
+cimport cython
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.bytes cimport PyBytes_GET_SIZE
 from libc.string cimport memcpy
@@ -35,6 +36,7 @@ def flags_to_string(int flags):
     return "|".join(names)
 
 
+@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
 cdef class Message:
     """A JGroups message (``org.jgroups.Message``).
 

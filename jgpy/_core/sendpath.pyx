@@ -38,12 +38,40 @@ def now_ms() -> float:
 
 
 cdef class SendCore:
-    """Base of the cores: ``owner`` is the protocol; its ``down_prot.down_msg`` continues the path."""
+    """Base of the cores: ``owner`` is the protocol; its ``down_prot.down_msg`` continues the path.
+
+    The next step is looked up once, on the first message: a C call when the protocol below has a send core
+    too, else its bound ``down_msg``. Rewiring the stack afterwards needs :meth:`relink`."""
 
     cdef public object owner
+    cdef object _next_fn
+    cdef SendCore _next_core
+
+    def relink(self) -> None:
+        """Forget the cached next step (after the protocol below or its ``down_msg`` changed)."""
+        self._next_fn = None
+        self._next_core = None
+
+    cdef object _link(self):
+        fn = self.owner.down_prot.down_msg
+        target = getattr(fn, "__self__", None)
+        if isinstance(target, SendCore) and getattr(fn, "__name__", None) == "down_msg":
+            self._next_core = <SendCore>target
+        else:
+            self._next_fn = fn
+        return fn
+
+    cdef inline object _pass(self, Message msg):
+        if self._next_core is not None:
+            return self._next_core.down_msg(msg)
+        if self._next_fn is None:
+            self._link()
+            if self._next_core is not None:
+                return self._next_core.down_msg(msg)
+        return self._next_fn(msg)
 
     cpdef object down_msg(self, Message msg):
-        return self.owner.down_prot.down_msg(msg)
+        return self._pass(msg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,7 +95,7 @@ cdef class FragSend(SendCore):
         if msg._len > self.frag_size:
             self.fragment(msg)
             return None
-        return self.owner.down_prot.down_msg(msg)
+        return self._pass(msg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,7 +126,7 @@ cdef class CreditSend(SendCore):
                 ok = self.table.spend(msg.dest, length) != 0
             if not ok:
                 self.wait_for_credits(msg, length)
-        return self.owner.down_prot.down_msg(msg)
+        return self._pass(msg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,7 +172,7 @@ cdef class UnicastSend(SendCore):
         cdef UnicastConnection conn
         cdef int64_t seq
         if dest is None or msg.flags & NO_RELIABILITY:
-            return self.owner.down_prot.down_msg(msg)
+            return self._pass(msg)
         if not self.started:
             self.not_started(msg)
             return None
@@ -160,7 +188,7 @@ cdef class UnicastSend(SendCore):
         finally:
             self.lock.release()
         self.msgs_sent += 1
-        return self.owner.down_prot.down_msg(msg)
+        return self._pass(msg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,7 +217,7 @@ cdef class NakackSend(SendCore):
     cpdef object down_msg(self, Message msg):
         cdef int64_t seq
         if msg.dest is not None or msg.flags & NO_RELIABILITY:
-            return self.owner.down_prot.down_msg(msg)
+            return self._pass(msg)
         if not self.running:
             self.cannot_send(msg, "not-running")
             return None
@@ -211,7 +239,7 @@ cdef class NakackSend(SendCore):
         finally:
             self.seqno_lock.release()
         self.msgs_sent += 1
-        return self.owner.down_prot.down_msg(msg)
+        return self._pass(msg)
 
 
 # ---------------------------------------------------------------------------------------------
