@@ -29,6 +29,35 @@ def _views(member) -> str:
     return ", ".join(member.view_names())
 
 
+def _check_journals(run_dir: Path) -> tuple[bool, str]:
+    """The run's delivery journals through the PySpark checker (local mode): says the verdict and the report."""
+    from jgpy.analysis.spark import spark_available
+    _say()
+    why = spark_available()
+    if why:
+        _say(f"the delivery journals in {run_dir} are not checked: {why}")
+        return True, f"not checked ({why})"
+    _say(f"checking this run's delivery journals with PySpark, local mode (python -m jgpy check {run_dir}) ...")
+    from jgpy.analysis import CheckError, JournalError, check_run
+    from jgpy.analysis.spark import get_session, stop_session
+    try:
+        spark = get_session(None)
+        try:
+            res = check_run(run_dir, spark=spark)
+        finally:
+            stop_session(spark)
+    except (JournalError, CheckError) as e:
+        _say(f"  the journal check failed: {e}")
+        return False, f"the check failed: {e}"
+    for f in res.findings:
+        _say(f"  {f}")
+    lat = res.stats.get("latency_overall") or {}
+    _say(f"  {res.rows:,} journal rows of {len(res.stats['members'])} members in {res.seconds:.1f} s; latency p50 "
+         f"{lat.get('p50_us') or 0:,.0f} us, p99 {lat.get('p99_us') or 0:,.0f} us")
+    _say(f"  verdict: {res.verdict}; report: {res.report}")
+    return res.ok, f"{res.verdict} ({len(res.findings)} findings), report `{res.report}`"
+
+
 def run_demo(args) -> int:
     reason = java_unavailable_reason()
     if reason:
@@ -40,6 +69,9 @@ def run_demo(args) -> int:
     props = udp_props(group, port)
     cluster = f"demo-{uuid.uuid4().hex[:6]}"
     config = stock("udp.xml").with_properties("pbcast.GMS", print_local_addr="false")
+    journals = out_dir / "journals" / f"run={cluster}"     # every member's delivery journal (python -m jgpy check)
+    from jgpy.protocols.journal import with_journal
+    config = with_journal(config, journals)
     import logging
     logging.getLogger("jgpy.config").setLevel(logging.ERROR)            # the stock file's Java-only knobs
     logging.getLogger("jgpy.protocols.UDP").setLevel(logging.ERROR)     # socket buffer sizes capped by the OS
@@ -52,7 +84,7 @@ def run_demo(args) -> int:
     try:
         java = JavaMember("J1", "udp.xml", props)
         members.append(java)
-        java.connect(cluster)
+        java.connect(cluster, journal=str(journals))
         _say(f"Java member J1 started: it is the coordinator.        view: [{_views(java)}]")
         for name in ("P1", "P2"):
             p = JgpyMember(name, config, props)
@@ -142,12 +174,15 @@ def run_demo(args) -> int:
         rows.append(o)
         _say(f"  {o.label:14} {o.msgs_per_s:>10,.0f} msgs/s  ({o.received}/{o.expected} received)")
 
+    journal_ok, journal_line = _check_journals(journals)
+    ok = ok and journal_ok
     lines = [f"# jgpy demo ({time.strftime('%Y-%m-%d %H:%M:%S')})", "",
              f"Cluster of J1 (Java 2.12.2), P1, P2 (jgpy) on {group}:{port}, the jar's udp.xml.", "",
              f"- {n} multicasts and 100 unicasts per member, FIFO/no gaps/no duplicates: {'yes' if ok else 'NO'}",
              f"- multicast datagrams decoded/re-encoded exactly: {len(packets) - bad}/{exact} of {len(packets)}",
              "", "| sender -> receiver | msgs/s |", "|---|---:|"]
     lines += [f"| {o.label} | {o.msgs_per_s:,.0f} |" for o in rows]
+    lines += ["", f"- delivery journals checked with PySpark: {journal_line}"]
     lines += ["", "| protocol | headers seen on the wire |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(counts.items())]
     report = out_dir / "report.md"

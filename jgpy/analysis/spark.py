@@ -103,6 +103,8 @@ def stop_session(spark=None, jvm: bool = True) -> None:
 
 
 _LOG4J = """status = error
+# errors only; org.apache.spark configured explicitly: PySpark prints a banner when its shell level (that
+# logger's, or WARN) differs from the root's
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = stderr
 appender.stderr.type = Console
@@ -110,6 +112,14 @@ appender.stderr.name = stderr
 appender.stderr.target = SYSTEM_ERR
 appender.stderr.layout.type = PatternLayout
 appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+logger.sparkproject.name = org.sparkproject
+logger.sparkproject.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
 """
 
 
