@@ -175,6 +175,36 @@ def test_lost_messages_at_the_end_of_a_view(spark, tmp_path):
                                           f"first A:{first_lost}"
 
 
+def test_unnumbered_messages_and_reused_numbers(spark, tmp_path):
+    """Payloads without ids are counted, not checked; a number a sender used twice is an ambiguous id."""
+    import pyarrow as pa
+    spec = synth.Spec(**BASE)
+    tables = {m: (t.set_column(t.schema.get_field_index("seq"), "seq", pa.nulls(t.num_rows, pa.int64())), c)
+              for m, t, c in synth.generate(spec)}
+    d = tmp_path / "run=unnumbered"
+    synth.write_run(d, spec, tables)
+    res = _check(spark, d)
+    assert res.findings == [] and res.stats["numbered_deliveries"] == 0
+    assert sum(m["unnumbered"] for m in res.stats["members"].values()) == 3 * 3 * 40 + 4 * 4 * 40 + 3 * 4 + 4 * 4
+    # C sends its number 5 again (a second send row with the same id)
+    tables = {m: (t, c) for m, t, c in synth.generate(spec)}
+    t, closed = tables["C"]
+    df = t.to_pandas()
+    again = df[(df.kind == "send") & (df.seq == 5) & df.dest.isna()].iloc[0].copy()
+    again["ts_ns"] += 1
+    df.loc[len(df) + 10**6] = again
+    df = df.sort_values(["ts_ns", "idx"], kind="stable").reset_index(drop=True)
+    df["idx"] = range(len(df))
+    from jgpy.journal import COLUMNS, SCHEMA
+    tables["C"] = (pa.Table.from_pandas(df[list(COLUMNS)], schema=SCHEMA, preserve_index=False), closed)
+    d = tmp_path / "run=reused"
+    synth.write_run(d, spec, tables)
+    res = _check(spark, d)
+    assert [(f.kind, f.severity, f.count) for f in res.findings] == [("duplicate_id", "error", 1)], \
+        [str(f) for f in res.findings]
+    assert "stream C->*" in res.findings[0].examples[0]
+
+
 # ---- bad input: clear errors naming the file ----------------------------------------------------
 
 def _clean(tmp_path) -> Path:
