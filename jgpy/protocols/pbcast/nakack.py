@@ -19,6 +19,7 @@ from typing import Any
 
 from jgpy._core.headers import NakAckHeader
 from jgpy._core.message import Message
+from jgpy._core.recvpath import NakackReceive
 from jgpy._core.sendpath import NakackSend
 from jgpy._core.tables import NakReceiverWindow
 from jgpy._core.types import Digest
@@ -76,6 +77,8 @@ class NAKACK(Protocol):
         # _seqno_lock and keeps them in our own window of `windows` (the same dict)
         self._send = NakackSend(self, 0, self.windows, self._seqno_lock, self._cannot_send)
         self.down_msg = self._send.down_msg
+        self._recv = NakackReceive(0, self.windows)
+        self._null_senders_seen = 0
         self.members: list = []
         self.view = None
         self.is_server = False
@@ -110,6 +113,7 @@ class NAKACK(Protocol):
     def start(self) -> None:
         self.running = self._send.running = True
         self._send.prot_id = self.id
+        self._recv.prot_id = self.id
         self._send.local_addr = self.local_addr
         self.leaving = False
         tick = self.xmit_tick or max(20, min(self.retransmit_timeout) // 4)
@@ -157,91 +161,40 @@ class NAKACK(Protocol):
             self.up_prot.up_batch(rest)
 
     def _handle(self, msgs: list) -> None:
-        by_sender: dict = {}
-        for msg in msgs:
-            if msg.flags & NO_RELIABILITY:
-                self.up_prot.up_batch([msg])
-                continue
-            hdr = msg.get_header(self.id)
-            if not self.is_server:
-                self.counters["dropped_not_server"] += 1
-                continue
-            t = hdr.type
-            if t == MSG:
-                by_sender.setdefault(msg.src, []).append((hdr.seqno, msg))
-            elif t == XMIT_REQ:
+        # the per-message work is the C core NakackReceive (jgpy/_core/recvpath.pyx)
+        data, control, unreliable = self._recv.classify(msgs, self.is_server)
+        for msg in unreliable:
+            self.up_prot.up_batch([msg])
+        for msg, hdr in control:
+            if hdr.type == XMIT_REQ:
                 if hdr.range is None:
                     self._rl.error("xmit-no-range", "XMIT_REQ from %s without a range", msg.src)
                     continue
                 self._handle_xmit_req(msg.src, hdr.range.low, hdr.range.high, hdr.sender)
-            elif t == XMIT_RSP:
-                self.counters["xmit_rsps_received"] += 1
-                msg.dest = None
-                hdr.type = MSG      # back from XMIT_RSP to MSG, as Java does
-                by_sender.setdefault(msg.src, []).append((hdr.seqno, msg))
             else:
-                self._rl.error("bad-type", "NakAck header type %s not known", t)
-        if by_sender:
-            self._handle_messages(by_sender)
+                self._rl.error("bad-type", "NakAck header type %s not known", hdr.type)
+        if self._recv.dropped_null_sender != self._null_senders_seen:
+            self._null_senders_seen = self._recv.dropped_null_sender
+            self._rl.error("null-sender", "dropped multicasts without a sender (%d so far)", self._null_senders_seen)
+        if data:
+            self._handle_messages(data)
 
-    def _handle_messages(self, by_sender: dict) -> None:
+    def _handle_messages(self, data: dict) -> None:
         me = self.local_addr
-        now = now_ms()
-        oob_up: list = []
         with self._deliver_lock:
-            deliver: list = []
-            marks: list = []
-            for sender, entries in by_sender.items():
-                if sender is None:
-                    self._rl.error("null-sender", "dropped a multicast without a sender")
-                    continue
-                win = self.windows.get(sender)
-                if win is None:
-                    self.counters["dropped_no_window"] += len(entries)
-                    if not self.leaving and self.log_discard_msgs:
-                        self._rl.warning(f"no-window-{sender}", "%s: dropped %d message(s) from %s (not in table %s), "
-                                         "view=%s", me, len(entries), sender, list(self.windows), self.view)
-                    continue
-                loopback = sender == me
-                self.counters["msgs_received"] += len(entries)
-                for seq, msg in entries:
-                    if loopback:
-                        if msg.flags & OOB:
-                            stored = win.get(seq)
-                            if stored is not None and not stored.transient_flags & OOB_DELIVERED:
-                                stored.transient_flags |= OOB_DELIVERED
-                                oob_up.append(stored)
-                        continue
-                    try:
-                        added = win.add(seq, msg, now)
-                    except OverflowError as e:       # a seqno absurdly far ahead: a bogus message
-                        self.counters["dropped_bad_seqno"] += 1
-                        self._rl.warning("bad-seqno", "%s: dropped a message from %s: %s", me, sender, e)
-                        continue
-                    if added:
-                        if msg.flags & OOB and not msg.transient_flags & OOB_DELIVERED:
-                            msg.transient_flags |= OOB_DELIVERED
-                            oob_up.append(msg)
-                    else:
-                        self.counters["dropped_duplicate"] += 1
-                ready = win.remove_many(self.discard_delivered_msgs and not loopback, self.max_msg_batch_size)
-                if ready:
-                    marks.append((sender, win, win.highest_delivered))
-                for m in ready:
-                    if m.flags & OOB:
-                        if m.transient_flags & OOB_DELIVERED:
-                            continue
-                        m.transient_flags |= OOB_DELIVERED
-                        oob_up.append(m)
-                        continue
-                    deliver.append(m)
+            deliver, marks, oob_up, no_window, bad = self._recv.process(
+                data, me, self.discard_delivered_msgs, self.max_msg_batch_size, now_ms())
             if deliver or marks:
-                self.counters["msgs_delivered"] += len(deliver)
                 ex = self.stack.delivery
                 if ex is not None:
                     ex.submit(self._deliver, deliver, marks)
+        for sender, n in no_window:
+            if not self.leaving and self.log_discard_msgs:
+                self._rl.warning(f"no-window-{sender}", "%s: dropped %d message(s) from %s (not in table %s), view=%s",
+                                 me, n, sender, list(self.windows), self.view)
+        for sender, err in bad:
+            self._rl.warning("bad-seqno", "%s: dropped a message from %s: %s", me, sender, err)
         if oob_up:
-            self.counters["oob_delivered"] += len(oob_up)
             self.up_prot.up_batch(oob_up)
 
     def _deliver(self, msgs: list, marks: list) -> None:
@@ -440,6 +393,10 @@ class NAKACK(Protocol):
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
         d["msgs_sent"] = self._send.msgs_sent
+        r = self._recv
+        for k in ("msgs_received", "msgs_delivered", "oob_delivered", "xmit_rsps_received", "dropped_not_server",
+                  "dropped_no_window", "dropped_duplicate", "dropped_bad_seqno", "dropped_null_sender"):
+            d[k] = getattr(r, k)
         d["windows"] = {str(a): w.digest() for a, w in list(self.windows.items())}
         d["seqno"] = self.seqno
         return d
