@@ -141,7 +141,9 @@ class TP(Protocol):
         self.counters = {"msgs_sent": 0, "bytes_sent": 0, "msgs_received": 0, "datagrams_received": 0,
                          "dropped_version": 0, "dropped_malformed": 0, "dropped_other_cluster": 0,
                          "dropped_no_tp_header": 0, "dropped_own_mcast": 0, "dropped_no_physical_addr": 0,
-                         "loopbacks": 0, "up_errors": 0}
+                         "loopbacks": 0, "up_errors": 0, "dropped_own_bundles": 0}
+        #: the first bytes of every bundle we multicast (version, flags, our address): set by the transport
+        self.own_bundle_prefix: bytes | None = None
 
     def start(self) -> None:
         port = self.physical_addr.port if self.physical_addr is not None else id(self)
@@ -292,7 +294,11 @@ class TP(Protocol):
         msgs: list = []
         dialect = self.stack.dialect
         check = self.discard_incompatible_packets
+        own = self.own_bundle_prefix if multicast and self.loopback else None
         for i, data in enumerate(datagrams):
+            if own is not None and data.startswith(own):     # our own bundle, back from the kernel: its messages
+                c["dropped_own_bundles"] += 1                # went up through loopback already
+                continue
             try:
                 dialect.decode_messages(data, msgs, check)
             except IncompatibleVersionError as e:

@@ -163,6 +163,7 @@ class UDP(TP):
         if self.mcast_sock is None or not self.enable_bundling:
             return
         prefix = self.stack.dialect.list_prefix(None, addr, True)
+        self.own_bundle_prefix = prefix
         self._bundler = Bundler(self.mcast_sock, self._mcast_dest, prefix, b"\x00",
                                 max_size=self.max_bundle_size, max_delay_ms=float(self.max_bundle_timeout),
                                 capacity=max(1 << 20, self.bundler_capacity * 1000), name=f"jgpy-bundler-{addr}")
