@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from jgpy._core.udp import MAX_UDP_PAYLOAD, Bundler, DatagramLoop, sendmany
+from jgpy._core.udp import MAX_UDP_PAYLOAD, Bundler, DatagramLoop, DatagramSender, sendmany
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -611,3 +611,42 @@ def test_sendmany_skips_refused_datagrams_and_validates(net, caplog):
     closed.close()
     with pytest.raises(ValueError, match="closed"):
         sendmany(closed, [(b"x", dest)])
+
+
+# ---------------------------------------------------------------------------------------------------
+# DatagramSender
+# ---------------------------------------------------------------------------------------------------
+
+def test_sender_delivers_to_several_destinations_in_order(net):
+    receivers = [net.udp() for _ in range(2)]
+    collectors = [Collector() for _ in receivers]
+    for r, c in zip(receivers, collectors):
+        net.loop(r, c)
+    tx = net.udp()
+    sender = DatagramSender(tx)
+    expected = [[], []]
+    for i in range(400):
+        d = payload(i, 4 + (i * 53) % 1400)
+        k = i % 2
+        assert sender.send(d if i % 3 else memoryview(bytearray(d)), receivers[k].getsockname()) == len(d)
+        expected[k].append(d)
+    for c, exp in zip(collectors, expected):
+        assert c.wait_count(len(exp))
+        assert c.datagrams == exp
+        assert set(c.sources) == {tx.getsockname()}
+
+
+def test_sender_errors_name_the_problem(net):
+    tx = net.udp()
+    sender = DatagramSender(tx)
+    with pytest.raises(OSError):
+        sender.send(b"x", ("255.255.255.255", 9))        # broadcast without SO_BROADCAST: EACCES
+    with pytest.raises(ValueError, match="port"):
+        sender.send(b"x", ("127.0.0.1", 0))
+    with pytest.raises(OSError):
+        sender.send(b"x" * 70000, tx.getsockname())        # larger than a UDP datagram: EMSGSIZE
+    rx = net.udp()
+    got = Collector()
+    net.loop(rx, got)
+    assert sender.send(b"after errors", rx.getsockname()) == 12   # the sender is still usable
+    assert got.wait_count(1)

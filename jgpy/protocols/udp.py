@@ -15,7 +15,7 @@ import socket
 from typing import Any
 
 from jgpy._core.address import IpAddress
-from jgpy._core.udp import Bundler, DatagramLoop
+from jgpy._core.udp import Bundler, DatagramLoop, DatagramSender
 from jgpy.errors import ConfigError
 from jgpy.protocols.tp import TP
 from jgpy.stack.events import Event, EventType
@@ -54,6 +54,8 @@ class UDP(TP):
         self.mcast_sock: socket.socket | None = None
         self._loops: list[DatagramLoop] = []
         self._bundler: Bundler | None = None
+        self._ucast_sender: DatagramSender | None = None
+        self._mcast_sender: DatagramSender | None = None
         self._mcast_dest: tuple | None = None
         self.granted: dict[str, int] = {}
 
@@ -76,6 +78,8 @@ class UDP(TP):
         port = self.ucast_sock.getsockname()[1]
         self.physical_addr = IpAddress(bind, port)
         self.mcast_sock = self._multicast_socket(bind, family)
+        self._ucast_sender = DatagramSender(self.ucast_sock)
+        self._mcast_sender = DatagramSender(self.mcast_sock)
         self._mcast_dest = (self.mcast_addr, self.mcast_port)
         self._loops = [
             DatagramLoop(self.ucast_sock, functools.partial(self.receive_datagrams, multicast=False),
@@ -172,6 +176,7 @@ class UDP(TP):
 
     def stop(self) -> None:
         super().stop()
+        self._ucast_sender = self._mcast_sender = None
         self._send_core.bundler = None
         if self._bundler is not None:
             self._bundler.stop()
@@ -190,20 +195,20 @@ class UDP(TP):
     # ---- sending ----
 
     def send_multicast_datagram(self, data: bytes) -> None:
-        sock = self.mcast_sock
-        if sock is None:
+        sender = self._mcast_sender
+        if sender is None:
             return
         try:
-            sock.sendto(data, self._mcast_dest)
+            sender.send(data, self._mcast_dest)
         except OSError as e:
             self._rl.error("mcast-send", "%s: multicast of %d bytes failed: %s", self.local_addr, len(data), e)
 
     def send_unicast_datagram(self, data: bytes, dest: IpAddress) -> None:
-        sock = self.ucast_sock
-        if sock is None:
+        sender = self._ucast_sender
+        if sender is None:
             return
         try:
-            sock.sendto(data, dest.sockaddr())
+            sender.send(data, dest.sockaddr())
         except OSError as e:
             self._rl.error(f"ucast-send-{dest}", "%s: unicast of %d bytes to %s failed: %s", self.local_addr,
                            len(data), dest, e)
