@@ -8,8 +8,19 @@
 ...             print(msg.src, msg.buffer)
 
 Callbacks of the channel's delivery threads are handed to the event loop with
-``call_soon_threadsafe``; blocking channel calls (connect, send under flow control, disconnect) run in
-the loop's default executor so the loop never blocks.
+``call_soon_threadsafe``; blocking channel calls (connect, send under flow control, get_state,
+disconnect) run in the loop's default executor so the loop never blocks.
+
+State transfer: the provider's and requester's state callbacks run on the channel's delivery thread, in
+order with the messages, so they cannot be coroutines. Pass an object with the :class:`Receiver` state
+methods (``get_state``/``set_state``, partial and stream variants) as ``state``:
+
+>>> class Counter:
+...     n = 0
+...     def get_state(self): return str(self.n).encode()
+...     def set_state(self, state): self.n = int(state)
+>>> ch = AsyncChannel("udp.xml", state=Counter())
+>>> await ch.get_state(timeout=5000)          # True once Counter.set_state() ran
 """
 
 from __future__ import annotations
@@ -39,14 +50,41 @@ class _Bridge(Receiver):
     def unblock(self) -> None:
         self.owner._post(self.owner._events, ("unblock", None))
 
+    # state transfer: on the delivery thread, handed straight to the user's state object
+    def get_state(self):
+        return _call(self.owner.state, "get_state", Receiver.get_state)
+
+    def set_state(self, state) -> None:
+        _call(self.owner.state, "set_state", Receiver.set_state, state)
+
+    def get_partial_state(self, state_id):
+        return _call(self.owner.state, "get_partial_state", Receiver.get_partial_state, state_id)
+
+    def set_partial_state(self, state_id, state) -> None:
+        _call(self.owner.state, "set_partial_state", Receiver.set_partial_state, state_id, state)
+
+    def get_state_stream(self, out, state_id) -> None:
+        _call(self.owner.state, "get_state_stream", Receiver.get_state_stream, out, state_id)
+
+    def set_state_stream(self, inp, state_id) -> None:
+        _call(self.owner.state, "set_state_stream", Receiver.set_state_stream, inp, state_id)
+
+
+def _call(obj, name, default, *args):
+    """obj.name(*args), or Receiver's default (built on get_state/set_state) when obj lacks it."""
+    fn = getattr(obj, name, None)
+    return fn(*args) if fn is not None else default(obj, *args)
+
 
 class AsyncChannel:
     """A :class:`Channel` for asyncio code. ``max_queued`` bounds the message queue (0: unbounded);
-    when it is full, delivery waits, which slows senders down through flow control."""
+    when it is full, delivery waits, which slows senders down through flow control. ``state``: the
+    object whose state callbacks serve and install state transfers (default: no state)."""
 
     def __init__(self, config: str = "udp.xml", name: str | None = None, props: Mapping[str, str] | None = None,
-                 max_queued: int = 0):
+                 max_queued: int = 0, state: Any = None):
         self.channel = Channel(config, name, props)
+        self.state = state if state is not None else Receiver()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._messages: asyncio.Queue = asyncio.Queue(max_queued)
         self._views: asyncio.Queue = asyncio.Queue()
@@ -77,6 +115,11 @@ class AsyncChannel:
 
     async def send(self, dest_or_msg: Any, payload: Any = None, *, oob: bool = False, flags: int = 0) -> None:
         await self._run(lambda: self.channel.send(dest_or_msg, payload, oob=oob, flags=flags))
+
+    async def get_state(self, target: Any = None, timeout: int = 5000, state_id: str | None = None) -> bool:
+        """:meth:`Channel.get_state` without blocking the loop: True once ``state.set_state`` (or the
+        partial/stream variant) ran, False when there was no state or after ``timeout`` ms."""
+        return await self._run(self.channel.get_state, target, timeout, state_id)
 
     async def disconnect(self) -> None:
         await self._run(self.channel.disconnect)

@@ -96,6 +96,48 @@ def test_asyncio_facade(props):
     assert asyncio.run(asyncio.wait_for(main(), 60))
 
 
+def test_async_channel_state_transfer(props):
+    """AsyncChannel.get_state: the provider's and the requester's state objects run on the delivery
+    thread; the coroutine returns True once the state is installed, False when there is none."""
+    cluster = f"aio-st-{uuid.uuid4().hex[:6]}"
+
+    class Counter:
+        def __init__(self, n):
+            self.n = n
+
+        def get_state(self):
+            return None if self.n is None else str(self.n).encode()
+
+        def set_state(self, state):
+            self.n = int(state)
+
+    class Partial(Counter):
+        def get_partial_state(self, state_id):
+            return f"{state_id}={self.n}".encode()
+
+        def set_partial_state(self, state_id, state):
+            self.n = state.decode()
+
+    async def main():
+        pa, pb = Partial(42), Partial(0)
+        async with AsyncChannel("udp.xml", "A", props, state=pa) as a, \
+                AsyncChannel("udp.xml", "B", props, state=pb) as b, \
+                AsyncChannel("udp.xml", "C", props) as c:
+            await a.connect(cluster)
+            assert await a.get_state(None, 1000) is False            # the coordinator has nobody to ask
+            await b.connect(cluster)
+            assert await b.get_state(None, 5000) is True and pb.n == 42
+            assert await b.get_state(a.address, 5000, "sub") is True and pb.n == "sub=42"
+            await c.connect(cluster)
+            assert await c.get_state(b.address, 5000) is True        # C keeps no state: Receiver's no-op
+            pa.n = None
+            assert await b.get_state(a.address, 2000) is False       # the provider has no state
+            assert pb.n == "sub=42"
+            return True
+
+    assert asyncio.run(asyncio.wait_for(main(), 60))
+
+
 def test_stack_stats_and_threads_stop(props):
     before = {t.name for t in threading.enumerate()}
     ch = Channel(stock(), "S", props)
