@@ -47,7 +47,7 @@ $(CLASSES)/.stamp: $(JAVA_SRC) | java-peer
 interop: $(CLASSES)/.stamp
 
 test: build interop
-	$(VPY) -m pytest tests $(PYTEST_ARGS)
+	$(VPY) -m pytest tests --durations=20 $(PYTEST_ARGS)
 
 demo: build interop
 	$(VPY) -m jgpy demo

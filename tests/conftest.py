@@ -63,6 +63,20 @@ def udp_group():
 _FIGURES: list[tuple[str, str, float, str]] = []
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session (2 cores) for every test that needs one; stopped, with its JVM, at the end."""
+    from jgpy.analysis.spark import get_session, spark_available, stop_session
+    why = spark_available()
+    if why:
+        if IN_CI:
+            pytest.fail(f"CI=true and the checker cannot run: {why}", pytrace=False)
+        pytest.skip(why)
+    s = get_session("local[2]", shuffle_partitions=4)
+    yield s
+    stop_session(s)
+
+
 @pytest.fixture
 def figures(request):
     """``figures(name, value, unit="")``: record a measured figure for this test."""

@@ -26,19 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE = dict(views=[["A", "B", "C"], ["A", "B", "C", "D"]], msgs_per_view=40, unicasts_per_view=4)
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from jgpy.analysis.spark import get_session, spark_available, stop_session
-    why = spark_available()
-    if why:
-        if IN_CI:
-            pytest.fail(f"CI=true and the checker cannot run: {why}", pytrace=False)
-        pytest.skip(why)
-    s = get_session("local[2]", shuffle_partitions=4)
-    yield s
-    stop_session(s)
-
-
 def _run(tmp_path: Path, spec: synth.Spec, plant: tuple[str, str, str] | None = None):
     tables = {m: (t, c) for m, t, c in synth.generate(spec)}
     info = synth.plant(tables, *plant) if plant else None

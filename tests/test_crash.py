@@ -208,7 +208,9 @@ def kill_and_check(c: CrashCluster, victim_name: str, detector: str, figures, n:
         assert_cleaned(m, victim_name)
 
 
-DETECTORS = ["FD_SOCK", "FD_ALL", "FD_SOCK+FD_ALL"]
+#: FD_SOCK alone detects a kill -9 exactly as the stock stack does (its FD_SOCK is first to notice): the stock
+#: stack stands for it; FD_ALL alone measures the heartbeat timeout; FD has its own tests (test_fd.py)
+DETECTORS = ["FD_ALL", "FD_SOCK+FD_ALL"]
 
 
 @pytest.mark.parametrize("detector", DETECTORS)
@@ -223,7 +225,7 @@ def test_kill_member_then_coordinator_mixed(crash_clusters, figures, detector, k
         kill_and_check(c, v, detector, figures)
 
 
-@pytest.mark.parametrize("detector", DETECTORS)
+@pytest.mark.parametrize("detector", ["FD_SOCK+FD_ALL"])
 def test_kill_member_then_coordinator_jgpy_only(crash_clusters, figures, detector):
     c = crash_clusters("pppp", detector_config(detector))
     c.start()

@@ -42,19 +42,6 @@ def _wait(pred, timeout: float, step: float = 0.1) -> bool:
     return pred()
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from jgpy.analysis.spark import get_session, spark_available, stop_session
-    why = spark_available()
-    if why:
-        if IN_CI:
-            pytest.fail(f"CI=true and the checker cannot run: {why}", pytrace=False)
-        pytest.skip(why)
-    s = get_session("local[2]", shuffle_partitions=4)
-    yield s
-    stop_session(s)
-
-
 # ---- message ids ---------------------------------------------------------------------------------
 
 def test_parse_ids_agree_with_the_harness():

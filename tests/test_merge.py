@@ -108,8 +108,14 @@ def send_and_check(c: ProcCluster, n: int, timeout: float = 90.0) -> None:
     for m in c.members:
         m.send_numbered(n)
     for m in c.members:
-        assert m.wait_received(len(c.members) * n, timeout=timeout), \
-            f"{m.name} received {m.received.count()} of {len(c.members) * n} (before: {before[m.name]})"
+        if not m.wait_received(len(c.members) * n, timeout=timeout):
+            per_sender = {s: len(v) for s, v in m.received.by_sender.items()}
+            try:
+                nak = m.stats().get("pbcast.NAKACK", {})
+            except Exception as e:  # noqa: BLE001 - diagnostics only
+                nak = repr(e)
+            pytest.fail(f"{m.name} received {m.received.count()} of {len(c.members) * n} (before: "
+                        f"{before[m.name]}); per sender: {per_sender}; views: {m.view_names()}; NAKACK: {nak}")
     expected = {m.name: n for m in c.members}
     for m in c.members:
         problems = check_fifo(m.received.by_sender, expected)

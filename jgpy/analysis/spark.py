@@ -80,9 +80,12 @@ def stop_session(spark=None, jvm: bool = True) -> None:
     Spark process outlives the caller's use of it (a later :func:`get_session` starts a new one)."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
-    spark = spark or SparkSession.getActiveSession()
-    if spark is not None:
-        spark.stop()
+    try:
+        spark = spark or SparkSession.getActiveSession()
+        if spark is not None:
+            spark.stop()
+    except Exception as e:  # noqa: BLE001 - the JVM is gone already (killed, or stopped by another user)
+        log.debug("stopping the Spark session: %s", e)
     gw = SparkContext._gateway
     if not jvm or gw is None:
         return
