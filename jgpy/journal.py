@@ -17,7 +17,7 @@ unwritten rows and never leaves a truncated file. A clean end writes a ``close``
 **Message ids.** Nothing is added to the wire: a payload that reads ``"<name>:<n>"`` (raw bytes, or a Java
 ``setObject(String)`` of that text, as the test harness and the demo send) gives ``sender`` = name and
 ``seq`` = n; any other payload has ``seq`` null and ``sender`` = the source's logical name. Every message row
-records the payload ``size`` and ``hash`` (CRC-32, the same as ``java.util.zip.CRC32``). The message stream of a
+records the payload ``size`` and ``hash`` (CRC-32C, the same as ``java.util.zip.CRC32C``; the SSE4.2 instruction computes it). The message stream of a
 (sender, dest) pair (dest null: multicast) is numbered by the application; the checker expects each stream's
 numbers to be consecutive.
 
@@ -72,7 +72,7 @@ SCHEMA = pa.schema([
     pa.field("seq", pa.int64()),                       #   ... from a numbered payload (seq null: not numbered)
     pa.field("dest", pa.string()),                     # send/deliver: destination name, null = multicast
     pa.field("size", pa.int32()),                      # send/deliver: payload bytes
-    pa.field("hash", pa.int64()),                      # send/deliver: CRC-32 of the payload
+    pa.field("hash", pa.int64()),                      # send/deliver: CRC-32C of the payload
     pa.field("flags", pa.int32()),                     # send/deliver: message flags (1 = OOB)
     pa.field("peer", pa.string()),                     # suspect: the suspected member; state: the other side
     pa.field("info", pa.string()),                     # open: JSON meta data; state: what happened
@@ -237,7 +237,7 @@ class JournalWriter:
     """The journal of one member of a jgpy run.
 
     Recording is cheap (a CLOCK_MONOTONIC stamp and a reference, in C; safe from any thread): the background
-    thread turns rows into Parquet parts (names, ids and CRC-32 in C as well). ``view``/``send``/``deliver``
+    thread turns rows into Parquet parts (names, ids and CRC-32C in C as well). ``view``/``send``/``deliver``
     take jgpy objects (``View``, ``Message``); a message must not be changed after it was recorded until the
     next flush (jgpy never changes a payload after send or delivery).
     """

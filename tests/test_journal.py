@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-import zlib
+import random
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,27 @@ ROOT = Path(__file__).resolve().parents[1]
 def _read(mdir: Path):
     files = sorted(mdir.glob("part-*.parquet"))
     return pa.concat_tables([pq.read_table(f) for f in files]) if files else SCHEMA.empty_table(), files
+
+
+def _crc32c_ref(data: bytes) -> int:
+    """CRC-32C bit by bit (the definition), independent of the code under test."""
+    c = 0xFFFFFFFF
+    for byte in data:
+        c ^= byte
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFF
+
+
+def test_crc32c_hardware_and_table_agree_with_the_definition():
+    from jgpy._core.journalbuf import crc32c
+    assert crc32c(b"123456789") == crc32c(b"123456789", False) == 0xE3069283     # the standard check value
+    rng = random.Random(7)
+    for n in list(range(0, 40)) + [255, 256, 1000, 1023, 4099]:
+        data = rng.randbytes(n)
+        ref = _crc32c_ref(data)
+        assert crc32c(data) == ref and crc32c(data, False) == ref, n
+        assert crc32c(memoryview(bytearray(data))) == ref
 
 
 def _wait(pred, timeout: float, step: float = 0.1) -> bool:
@@ -83,19 +104,19 @@ def test_writer_rows_parts_and_meta(tmp_path):
         m.src = a
         m.set_buffer(f"WA:{i}".encode())
         w.send(m)
-        expected.append(("send", "WA", i, None, len(f"WA:{i}"), zlib.crc32(f"WA:{i}".encode()), 0))
+        expected.append(("send", "WA", i, None, len(f"WA:{i}"), _crc32c_ref(f"WA:{i}".encode()), 0))
         d = Message(a)
         d.src = b
         raw = b"xx" + object_to_buffer(f"WB:{i}") + b"yy"           # a window into a bigger buffer
         d.set_buffer(raw, 2, len(raw) - 4)
         d.flags = 1 if i % 50 == 0 else 0
         w.deliver(d)
-        expected.append(("deliver", "WB", i, "WA", len(raw) - 4, zlib.crc32(raw[2:-2]), d.flags))
+        expected.append(("deliver", "WB", i, "WA", len(raw) - 4, _crc32c_ref(raw[2:-2]), d.flags))
     u = Message(None)
     u.src = b
     u.set_buffer(big)
     w.deliver_batch([u])
-    expected.append(("deliver", "WB", None, None, len(big), zlib.crc32(big), 0))
+    expected.append(("deliver", "WB", None, None, len(big), _crc32c_ref(big), 0))
     w.other("suspect", peer=b)
     assert _wait(lambda: w.stats()["parts"] >= 2, 10), w.stats()        # the background thread writes parts
     w.close()
@@ -254,6 +275,16 @@ def test_mixed_run_passes_and_clocks_agree(spark, java_nodes, udp_group, tmp_pat
         p1.close()
     res = _check(spark, run)
     assert res.findings == [], [str(f) for f in res.findings]
+    # the payload hashes agree across implementations: every row of a message id, sent or delivered, written by
+    # Java (java.util.zip.CRC32C) or by jgpy (SSE4.2 or the table), has the same hash
+    rows = pa.concat_tables([pq.read_table(f, columns=["kind", "sender", "dest", "seq", "hash"])
+                             for f in sorted(run.glob("member=*/part-*.parquet"))]).to_pylist()
+    hashes: dict = {}
+    for r in rows:
+        if r["kind"] in ("send", "deliver") and r["seq"] is not None:
+            hashes.setdefault((r["sender"], r["dest"], r["seq"]), set()).add(r["hash"])   # unicasts: own numbers
+    assert {k[0] for k in hashes} >= {"J1", "P1", "P2"}, sorted(hashes, key=str)[:5]
+    assert all(len(h) == 1 for h in hashes.values()), {k: h for k, h in hashes.items() if len(h) > 1}
     st = res.stats
     assert {m["impl"] for m in st["members"].values()} == {"java", "jgpy"}
     assert all(m["closed"] for m in st["members"].values())

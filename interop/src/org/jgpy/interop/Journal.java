@@ -22,7 +22,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.util.zip.CRC32;
+import java.util.zip.CRC32C;
 
 /**
  * The delivery journal of the Java harness node: the same rows as jgpy's (jgpy/journal.py, SCHEMA), written as
@@ -140,7 +140,7 @@ final class Journal {
         int off=msg.getOffset(), len=msg.getLength();
         r.size=buf == null ? 0 : len;
         if(buf != null) {
-            CRC32 crc=new CRC32();
+            CRC32C crc=new CRC32C();
             crc.update(buf, off, len);
             r.hash=crc.getValue();
             if(len <= MAX_ID_PAYLOAD) r.head=Arrays.copyOfRange(buf, off, off + len);
