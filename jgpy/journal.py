@@ -30,6 +30,7 @@ reboots).
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -292,6 +293,10 @@ class JournalWriter:
     def send(self, msg: Any) -> None:
         self._buf.record(_K_SEND, msg)
 
+    def send_recorder(self):
+        """``record(msg)``: :meth:`send` as one C call (for the per-message path of the JOURNAL protocol)."""
+        return functools.partial(self._buf.record, _K_SEND)
+
     def deliver(self, msg: Any) -> None:
         self._buf.record(_K_DELIVER, msg)
 
@@ -314,14 +319,19 @@ class JournalWriter:
             if self._closed:
                 break
             n = len(self._buf)
-            if n >= self.row_group_size or (n and time.monotonic() - last >= self.flush_interval):
+            if n and time.monotonic() - last >= self.flush_interval:
                 self.flush()
                 last = time.monotonic()
+            elif n >= self.row_group_size:
+                self.flush(full_only=True)
 
-    def flush(self) -> None:
-        """Write the buffered rows as Parquet parts of at most ``row_group_size`` rows each."""
+    def flush(self, full_only: bool = False) -> None:
+        """Write the buffered rows as Parquet parts of at most ``row_group_size`` rows each; ``full_only``: only
+        whole row groups (at full rate, rows keep arriving while a part is written: chasing them with ever
+        smaller parts would cost a few milliseconds per part)."""
+        least = self.row_group_size if full_only else 1
         with self._flush_lock:
-            while len(self._buf):
+            while len(self._buf) >= least:
                 rows = self._buf.take(self.row_group_size)
                 t0 = time.thread_time()
                 try:

@@ -98,7 +98,9 @@ def test_send_first_seqno_when_the_first_unicast_is_lost(members):
     b.channel.stack.find("UNICAST").recv_table.pop(a.channel.address, None)
     a.channel.stack.find("DISCARD").drop_down_unicasts = 1
     a.send_numbered(20, dest=b.channel.address)
-    assert b.wait_received(20, unicast=True, timeout=20)
+    assert b.wait_received(20, unicast=True, timeout=20), (
+        f"B got {b.received.count(unicast=True)} of 20; A: {a.stats()['UNICAST']}, B: {b.stats()['UNICAST']}, "
+        f"A's connections: {a.channel.stack.find('UNICAST').dump_stats().get('connections')}")
     assert not check_fifo(b.received.unicast_by_sender, {"A": 20})
     assert b.stats()["UNICAST"]["first_seqno_requests_sent"] > 0 or a.stats()["UNICAST"]["xmits"] > 0
 

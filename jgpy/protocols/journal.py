@@ -39,6 +39,7 @@ class JOURNAL(Protocol):
     def __init__(self) -> None:
         super().__init__()
         self.writer = None
+        self._record_send = None
 
     def init(self) -> None:
         from jgpy.errors import ConfigError
@@ -54,8 +55,10 @@ class JOURNAL(Protocol):
         stack = self.stack.config.names() if self.stack is not None else []
         self.writer = JournalWriter(self.dir, name, impl="jgpy", stack=stack, row_group_size=self.row_group_size,
                                     flush_interval=self.flush_interval)
+        self._record_send = self.writer.send_recorder()
 
     def stop(self) -> None:
+        self._record_send = None
         w, self.writer = self.writer, None
         if w is not None:
             w.close()
@@ -102,9 +105,9 @@ class JOURNAL(Protocol):
     # ---- down ----
 
     def down_msg(self, msg) -> Any:
-        w = self.writer
-        if w is not None:
-            w.send(msg)
+        rec = self._record_send
+        if rec is not None:
+            rec(msg)
         return self.down_prot.down_msg(msg)
 
     def down(self, evt: Event) -> Any:
