@@ -17,9 +17,9 @@ unwritten rows and never leaves a truncated file. A clean end writes a ``close``
 **Message ids.** Nothing is added to the wire: a payload that reads ``"<name>:<n>"`` (raw bytes, or a Java
 ``setObject(String)`` of that text, as the test harness and the demo send) gives ``sender`` = name and
 ``seq`` = n; any other payload has ``seq`` null and ``sender`` = the source's logical name. Every message row
-records the payload ``size`` and ``hash`` (CRC-32C, the same as ``java.util.zip.CRC32C``; the SSE4.2 instruction computes it). The message stream of a
-(sender, dest) pair (dest null: multicast) is numbered by the application; the checker expects each stream's
-numbers to be consecutive.
+records the payload ``size`` and ``hash`` (CRC-32C, the same as ``java.util.zip.CRC32C``; computed with the
+SSE4.2 instruction). The message stream of a (sender, dest) pair (dest null: multicast) is numbered by the
+application; the checker expects each stream's numbers to be consecutive.
 
 **Clock.** ``ts_ns`` is ``CLOCK_MONOTONIC`` in nanoseconds: Python's ``time.monotonic_ns()`` and Java's
 ``System.nanoTime()`` both read it on Linux (HotSpot returns the raw ``clock_gettime(CLOCK_MONOTONIC)`` value),
