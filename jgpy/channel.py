@@ -179,6 +179,7 @@ class Channel(Protocol):
             self.stack.cluster_name = cluster_name
             self.stack.local_addr = self.address
             self.stack.start(self.name)
+            self._down_msg = self.stack.protocols[-1].down_msg   # protocols may install C send paths at start
             try:
                 self.stack.down(Event(EventType.SET_LOCAL_ADDRESS, self.address))
                 result = self.stack.down(Event(EventType.CONNECT, cluster_name))

@@ -4,15 +4,17 @@ A journal is one table per member with one row per event (schema: :data:`SCHEMA`
 under one run directory, one sub-directory per member::
 
     RUN_DIR/member=<name>/_journal.json        meta data: implementation, stack, clock, parts, closed
-    RUN_DIR/member=<name>/part-00000.parquet   one row group each, written atomically (tmp + rename)
+    RUN_DIR/member=<name>/part-00000.parquet   one row group each
     RUN_DIR/member=<name>/part-00001.parquet   ...
+    RUN_DIR/member=<name>/part-00002.arrow     (while the member runs, or after it was killed: converted on ingest)
     RUN_DIR/member=<name>/part-00000.jsonl     (the Java harness: JSON lines, converted on ingest)
     RUN_DIR/member=<name>/_crash.json          (written by a test driver that killed the member)
 
-Rows are buffered in memory and written as one Parquet part per ``row_group_size`` rows or per
-``flush_interval`` seconds by a background thread, so a member that is killed loses at most its last
-unwritten rows and never leaves a truncated file. A clean end writes a ``close`` row and marks the meta data
-``closed``.
+Rows are buffered in memory and written as one part per ``row_group_size`` rows or per ``flush_interval``
+seconds by a background thread, atomically (tmp + rename), so a member that is killed loses at most its last
+unwritten rows and never leaves a truncated file. While the member runs, parts are Arrow IPC files (about
+40 ns of CPU a row, against 200-300 for Parquet encoding); a clean end converts them to Parquet, writes a
+``close`` row and marks the meta data ``closed``; the checker converts the parts of a killed member.
 
 **Message ids.** Nothing is added to the wire: a payload that reads ``"<name>:<n>"`` (raw bytes, or a Java
 ``setObject(String)`` of that text, as the test harness and the demo send) gives ``sender`` = name and
@@ -51,7 +53,7 @@ CLOCK = "CLOCK_MONOTONIC"
 META_FILE = "_journal.json"
 CRASH_FILE = "_crash.json"
 MEMBER_PREFIX = "member="
-PART_RE = re.compile(r"^part-(\d{5,})\.(parquet|jsonl)$")
+PART_RE = re.compile(r"^part-(\d{5,})\.(parquet|jsonl|arrow)$")
 
 #: event kinds (the ``kind`` column)
 KINDS = ("open", "view", "send", "deliver", "suspect", "block", "unblock", "state", "close")
@@ -255,8 +257,10 @@ class JournalWriter:
             raise JournalError(f"cannot create the journal directory {self.dir}: {e}") from None
         self.row_group_size = int(row_group_size)
         self.flush_interval = float(flush_interval)
-        self._buf = _row_buffer()
         self._names: dict = {}
+        self._buf = _row_buffer()
+        self._buf.addr_names = self._names
+        self._buf.name_of = lambda a: _name(a, self._names)
         self._vkeys: list[tuple[str | None, int | None]] = []
         self._next_idx = 0
         self._part = self._first_free_part()
@@ -265,6 +269,7 @@ class JournalWriter:
         self._wake = threading.Event()
         self.rows_written = 0
         self.flush_cpu_seconds = 0.0            # CPU time of the flushes (the writer's cost besides recording)
+        self.convert_cpu_seconds = 0.0          # CPU time of the conversion to Parquet at close
         self.errors = 0
         from jgpy import __version__
         self.meta = {"format": FORMAT, "version": FORMAT_VERSION, "member": member, "impl": impl,
@@ -341,17 +346,15 @@ class JournalWriter:
                     log.error("%s: journal rows lost (%d): %s", self.dir, len(rows[0]), e)
                 self.flush_cpu_seconds += time.thread_time() - t0
 
-    def _table(self, objs: list, ts, kind, view) -> pa.Table:
+    def _table(self, objs: list, ts, kind, view, columns) -> pa.Table:
         import numpy as np
         import pyarrow.compute as pc
 
-        from jgpy._core.journalbuf import message_columns
         from jgpy._core.types import MergeView
         n = len(objs)
         base = self._next_idx
         self._next_idx += n
-        names, sender, dest, flags, size, hsh, seq, seq_ok = message_columns(
-            objs, kind, self._names, lambda a: _name(a, self._names))
+        names, sender, dest, flags, size, hsh, seq, seq_ok = columns     # message rows: taken when recorded
         is_msg = kind <= _K_SEND
         # the view key of each row
         vkeys = self._vkeys[:]
@@ -398,10 +401,10 @@ class JournalWriter:
             spread(peer, pa.string()), spread(info, pa.string())], schema=_WRITE_SCHEMA)
 
     def _write_part(self, table: pa.Table) -> None:
-        import pyarrow.parquet as pq
-        name = f"part-{self._part:05d}.parquet"
+        name = f"part-{self._part:05d}.arrow"
         tmp = self.dir / f".{name}.tmp"
-        pq.write_table(table, tmp, row_group_size=max(1, table.num_rows), **PARQUET_OPTIONS)
+        with pa.ipc.new_file(str(tmp), table.schema) as f:
+            f.write_table(table)
         os.replace(tmp, self.dir / name)
         self._part += 1
         self.rows_written += table.num_rows
@@ -416,6 +419,14 @@ class JournalWriter:
         if self._thread is not threading.current_thread():
             self._thread.join(30)
         self.flush()
+        t0 = time.thread_time()
+        for p in sorted(self.dir.glob("part-*.arrow")):
+            try:
+                arrow_to_parquet(p)
+            except JournalError as e:          # left as it is: the checker names it
+                self.errors += 1
+                log.error("%s", e)
+        self.convert_cpu_seconds += time.thread_time() - t0
         self.meta.update(parts=self._part, closed=True, end_ns=time.monotonic_ns(), rows=self.rows_written)
         try:
             _write_json_atomic(self.dir / META_FILE, self.meta)
@@ -425,7 +436,27 @@ class JournalWriter:
 
     def stats(self) -> dict:
         return {"rows_written": self.rows_written, "parts": self._part, "buffered": len(self._buf),
-                "flush_cpu_seconds": self.flush_cpu_seconds, "errors": self.errors}
+                "flush_cpu_seconds": self.flush_cpu_seconds, "convert_cpu_seconds": self.convert_cpu_seconds,
+                "errors": self.errors}
+
+
+def arrow_to_parquet(path: Path) -> Path:
+    """``part-N.arrow`` (written while a member runs) -> ``part-N.parquet`` next to it (written atomically); the
+    Arrow file is removed. JournalError names a file that cannot be read (a truncated or foreign file)."""
+    import pyarrow.parquet as pq
+    out = path.with_suffix(".parquet")
+    try:
+        with pa.ipc.open_file(str(path)) as f:
+            table = f.read_all()
+    except (OSError, pa.ArrowException) as e:
+        size = path.stat().st_size if path.exists() else 0
+        raise JournalError(f"{path}: not a readable Arrow journal part, truncated or corrupt ({size} bytes; {e}); "
+                           f"remove it or re-run the member") from None
+    tmp = out.with_name("." + out.name + ".tmp")
+    pq.write_table(table, tmp, row_group_size=max(1, table.num_rows), **PARQUET_OPTIONS)
+    os.replace(tmp, out)
+    path.unlink()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 
-from jgpy.journal import (CRASH_FILE, META_FILE, SCHEMA, JournalWriter, mark_crash, member_dir,  # noqa: E402
-                          parse_id)
+from jgpy.journal import (CRASH_FILE, META_FILE, SCHEMA, JournalError, JournalWriter, mark_crash,  # noqa: E402
+                          member_dir, parse_id)
 from tests.conftest import require_java  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -163,13 +163,27 @@ def test_a_killed_writer_leaves_only_whole_parts(tmp_path):
     assert res.returncode == -signal.SIGKILL, res.stderr
     written = int(res.stdout.split()[0])
     mdir = member_dir(tmp_path, "K")
+    assert len(list(mdir.glob("part-*.arrow"))) >= 4 and not list(mdir.glob("part-*.parquet"))   # killed: Arrow
+    assert not list(mdir.glob(".*"))                                      # no temp files left
+    from jgpy.analysis.load import discover
+    run = discover(tmp_path)                                              # converts them to Parquet
+    assert run.rows == written and run.members[0].name == "K"
     t, files = _read(mdir)
     assert t.num_rows == written == 3001                                 # open + 3000 blocks; the rest was lost
     assert "close" not in t.column("kind").to_pylist()
-    assert json.loads((mdir / META_FILE).read_text())["closed"] is False
-    from jgpy.analysis.load import discover
-    run = discover(tmp_path)
-    assert run.rows == written and run.members[0].name == "K"
+    assert json.loads((mdir / META_FILE).read_text())["closed"] is False and not list(mdir.glob("part-*.arrow"))
+    # a truncated Arrow part is named
+    w = JournalWriter(tmp_path / "t", "T", row_group_size=10)
+    w.other("block")
+    w.flush()
+    tdir = member_dir(tmp_path / "t", "T")
+    data = (tdir / "part-00000.arrow").read_bytes()
+    w.close()                                                             # converted to Parquet at close
+    assert (tdir / "part-00000.parquet").is_file() and not list(tdir.glob("part-*.arrow"))
+    (tdir / "part-00000.parquet").unlink()
+    (tdir / "part-00000.arrow").write_bytes(data[:50])
+    with pytest.raises(JournalError, match=r"part-00000\.arrow: not a readable Arrow journal part"):
+        discover(tmp_path / "t")
 
 
 def test_journal_protocol_config():

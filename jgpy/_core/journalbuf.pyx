@@ -120,98 +120,7 @@ def monotonic_ns() -> int:
     return _now()
 
 
-# ---- the row buffer ----
-
-cdef class RowBuffer:
-    """Rows ``(kind, object, timestamp, view key index)``: ``record``/``record_batch`` from any thread,
-    ``take`` from the writer."""
-
-    cdef list _objs
-    cdef int64_t* _ts
-    cdef int8_t* _kind
-    cdef int32_t* _view
-    cdef Py_ssize_t _n, _cap
-    cdef public int32_t view_index          # the view key of rows recorded from now on (-1: none yet)
-
-    def __cinit__(self):
-        self._objs = []
-        self._n = 0
-        self._cap = 0
-        self.view_index = -1
-
-    def __dealloc__(self):
-        free(self._ts)
-        free(self._kind)
-        free(self._view)
-
-    cdef int _grow(self, Py_ssize_t need) except -1:
-        cdef Py_ssize_t cap = self._cap * 2 if self._cap else 1024
-        while cap < need:
-            cap *= 2
-        cdef int64_t* ts = <int64_t*>realloc(self._ts, cap * sizeof(int64_t))
-        if ts == NULL:
-            raise MemoryError()
-        self._ts = ts
-        cdef int8_t* kind = <int8_t*>realloc(self._kind, cap * sizeof(int8_t))
-        if kind == NULL:
-            raise MemoryError()
-        self._kind = kind
-        cdef int32_t* view = <int32_t*>realloc(self._view, cap * sizeof(int32_t))
-        if view == NULL:
-            raise MemoryError()
-        self._view = view
-        self._cap = cap
-        return 0
-
-    def __len__(self):
-        return self._n
-
-    def record(self, int kind, obj):
-        if self._n == self._cap:
-            self._grow(self._n + 1)
-        self._objs.append(obj)
-        self._ts[self._n] = _now()
-        self._kind[self._n] = <int8_t>kind
-        self._view[self._n] = self.view_index
-        self._n += 1
-
-    def record_batch(self, int kind, list msgs):
-        cdef Py_ssize_t k = len(msgs)
-        if self._n + k > self._cap:
-            self._grow(self._n + k)
-        cdef object m
-        for m in msgs:
-            self._objs.append(m)
-            self._ts[self._n] = _now()
-            self._kind[self._n] = <int8_t>kind
-            self._view[self._n] = self.view_index
-            self._n += 1
-
-    def take(self, Py_ssize_t max_rows):
-        """The oldest rows (at most ``max_rows``): ``(objects, ts, kind, view index)`` as a list and numpy arrays."""
-        cdef Py_ssize_t n = min(max_rows, self._n)
-        ts = np.empty(n, np.int64)
-        kind = np.empty(n, np.int8)
-        view = np.empty(n, np.int32)
-        cdef int64_t[::1] tv = ts
-        cdef int8_t[::1] kv = kind
-        cdef int32_t[::1] vv = view
-        cdef Py_ssize_t i
-        for i in range(n):
-            tv[i] = self._ts[i]
-            kv[i] = self._kind[i]
-            vv[i] = self._view[i]
-        objs = self._objs[:n]
-        del self._objs[:n]
-        if n < self._n:
-            memmove(self._ts, self._ts + n, (self._n - n) * sizeof(int64_t))
-            memmove(self._kind, self._kind + n, (self._n - n) * sizeof(int8_t))
-            memmove(self._view, self._view + n, (self._n - n) * sizeof(int32_t))
-        self._n -= n
-        return objs, ts, kind, view
-
-
-# ---- rows -> columns ----
+# ---- names and ids ----
 
 cdef class _Names:
     """Names of one flush as indices into a list (a dictionary column), with a cache of recent id names."""
@@ -271,58 +180,109 @@ cdef int _parse_id(const uint8_t* p, Py_ssize_t n, Py_ssize_t* name_len, int64_t
     return 1
 
 
-def message_columns(list objs, const int8_t[::1] kind, dict addr_names, name_of):
-    """Columns of the message rows (kind 0 deliver, 1 send; other rows are left null).
+# ---- the row buffer ----
 
-    Returns ``(names, sender, dest, flags, size, hash, seq, seq_valid)``: ``sender``/``dest`` are int32 indices
-    into ``names`` (-1: null); ``sender`` is the id's name for a numbered payload, else the source's name.
-    ``addr_names`` caches address -> name; ``name_of(addr)`` is asked for addresses not in it.
-    """
-    cdef Py_ssize_t n = len(objs), i, plen, name_len
-    cdef _Names names = _Names()
-    sender = np.full(n, -1, np.int32)
-    dest = np.full(n, -1, np.int32)
-    flags = np.zeros(n, np.int32)
-    size = np.zeros(n, np.int32)
-    hsh = np.zeros(n, np.int64)
-    seq = np.zeros(n, np.int64)
-    seq_valid = np.zeros(n, np.uint8)
-    cdef int32_t[::1] sv = sender, dv = dest, fv = flags, zv = size
-    cdef int64_t[::1] hv = hsh, qv = seq
-    cdef uint8_t[::1] okv = seq_valid
-    cdef Message m
-    cdef object buf, a, nm
-    cdef const uint8_t* p
-    cdef Py_buffer view
-    cdef bint got_view
-    cdef int64_t s
-    cdef int32_t src_i
-    for i in range(n):
-        if kind[i] > 1:
-            continue
-        m = <Message>objs[i]
-        a = m.src
+cdef struct _Cols:
+    int32_t sender, dest, flags, size
+    int64_t hash, seq
+    uint8_t seq_ok
+
+
+cdef class RowBuffer:
+    """Rows in recording order: a timestamp, a kind, the view key and, for messages, their columns.
+
+    A message row's columns (sender and dest as indices into :attr:`names`, flags, size, CRC-32C, the id's number)
+    are taken when it is recorded, while the message is hot in the CPU cache, and the message is not kept; view
+    and other rows keep their object. ``addr_names`` (address -> name cache) and ``name_of(addr)`` (asked for an
+    address not in it) must be set before a message is recorded."""
+
+    cdef list _objs
+    cdef int64_t* _ts
+    cdef int8_t* _kind
+    cdef int32_t* _view
+    cdef _Cols* _cols
+    cdef Py_ssize_t _n, _cap
+    cdef public int32_t view_index          # the view key of rows recorded from now on (-1: none yet)
+    cdef public dict addr_names
+    cdef public object name_of
+    cdef _Names _names
+
+    def __cinit__(self):
+        self._objs = []
+        self._n = 0
+        self._cap = 0
+        self.view_index = -1
+        self.addr_names = {}
+        self.name_of = str
+        self._names = _Names()
+
+    def __dealloc__(self):
+        free(self._ts)
+        free(self._kind)
+        free(self._view)
+        free(self._cols)
+
+    cdef int _grow(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap = self._cap * 2 if self._cap else 1024
+        while cap < need:
+            cap *= 2
+        cdef int64_t* ts = <int64_t*>realloc(self._ts, cap * sizeof(int64_t))
+        if ts == NULL:
+            raise MemoryError()
+        self._ts = ts
+        cdef int8_t* kind = <int8_t*>realloc(self._kind, cap * sizeof(int8_t))
+        if kind == NULL:
+            raise MemoryError()
+        self._kind = kind
+        cdef int32_t* view = <int32_t*>realloc(self._view, cap * sizeof(int32_t))
+        if view == NULL:
+            raise MemoryError()
+        self._view = view
+        cdef _Cols* cols = <_Cols*>realloc(self._cols, cap * sizeof(_Cols))
+        if cols == NULL:
+            raise MemoryError()
+        self._cols = cols
+        self._cap = cap
+        return 0
+
+    def __len__(self):
+        return self._n
+
+    @property
+    def names(self) -> list:
+        """The names the sender/dest indices refer to (it only grows)."""
+        return self._names.names
+
+    cdef int32_t _addr_index(self, object a) except -2:
         if a is None:
-            src_i = -1
-        else:
-            nm = addr_names.get(a)
+            return -1
+        nm = self.addr_names.get(a)
+        if nm is None:
+            nm = self.name_of(a)
             if nm is None:
-                nm = name_of(a)
-            src_i = names.of(nm)
-        a = m.dest
-        if a is not None:
-            nm = addr_names.get(a)
-            if nm is None:
-                nm = name_of(a)
-            dv[i] = names.of(nm)
-        fv[i] = m.flags
-        sv[i] = src_i
+                return -1
+        return self._names.of(nm)
+
+    cdef int _extract(self, Message m, _Cols* c) except -1:
+        """The columns of message ``m`` (may call ``name_of``, i.e. Python: before any row is touched)."""
+        cdef object buf
+        cdef const uint8_t* p
+        cdef Py_buffer view
+        cdef bint got_view = False
+        cdef Py_ssize_t plen, name_len
+        cdef int64_t s
+        c.sender = self._addr_index(m.src)
+        c.dest = self._addr_index(m.dest)
+        c.flags = m.flags
+        c.size = 0
+        c.hash = 0
+        c.seq = 0
+        c.seq_ok = 0
         buf = m._buf
         if buf is None:
-            continue
+            return 0
         plen = m._len
-        zv[i] = <int32_t>plen
-        got_view = False
+        c.size = <int32_t>plen
         if type(buf) is bytes:
             p = <const uint8_t*>PyBytes_AS_STRING(buf) + m._off
         else:
@@ -330,12 +290,92 @@ def message_columns(list objs, const int8_t[::1] kind, dict addr_names, name_of)
             got_view = True
             p = <const uint8_t*>view.buf + m._off
         try:
-            hv[i] = _crc32c(p, plen)
+            c.hash = _crc32c(p, plen)
             if plen <= MAX_ID_PAYLOAD and _parse_id(p, plen, &name_len, &s):
-                sv[i] = names.of_bytes(<const char*>p + (1 if plen > 0 and p[0] == 0x12 else 0), name_len)
-                qv[i] = s
-                okv[i] = 1
+                c.sender = self._names.of_bytes(<const char*>p + (1 if plen > 0 and p[0] == 0x12 else 0), name_len)
+                c.seq = s
+                c.seq_ok = 1
         finally:
             if got_view:
                 PyBuffer_Release(&view)
-    return names.names, sender, dest, flags, size, hsh, seq, seq_valid
+        return 0
+
+    cdef inline void _put(self, int kind, _Cols* c) noexcept:
+        # no Python code between here and the increment: rows from several threads never interleave
+        cdef Py_ssize_t n = self._n
+        self._ts[n] = _now()
+        self._kind[n] = <int8_t>kind
+        self._view[n] = self.view_index
+        self._cols[n] = c[0]
+        self._n = n + 1
+
+    def record(self, int kind, obj):
+        """Record a row: kind 0 (deliver) and 1 (send) take a Message, other kinds keep ``obj``."""
+        cdef _Cols c
+        if kind <= 1:
+            self._extract(<Message?>obj, &c)
+            obj = None
+        else:
+            c.sender = c.dest = -1
+            c.flags = c.size = 0
+            c.hash = c.seq = 0
+            c.seq_ok = 0
+        if self._n == self._cap:
+            self._grow(self._n + 1)
+        self._objs.append(obj)
+        self._put(kind, &c)
+
+    def record_batch(self, int kind, list msgs):
+        """Record one message row (kind 0 or 1) per message of ``msgs``."""
+        cdef _Cols c
+        cdef object m
+        if kind > 1:
+            raise ValueError("record_batch records messages (kind 0 or 1)")
+        for m in msgs:
+            self._extract(<Message?>m, &c)
+            if self._n == self._cap:
+                self._grow(self._n + 1)
+            self._objs.append(None)
+            self._put(kind, &c)
+
+    def take(self, Py_ssize_t max_rows):
+        """The oldest rows (at most ``max_rows``) as ``(objects, ts, kind, view, columns)``: objects a list (None
+        for message rows), the rest numpy arrays; ``columns`` = ``(names, sender, dest, flags, size, hash, seq,
+        seq_valid)`` with ``names`` a copy of :attr:`names` (sender/dest -1: null)."""
+        cdef Py_ssize_t n = min(max_rows, self._n)
+        ts = np.empty(n, np.int64)
+        kind = np.empty(n, np.int8)
+        view = np.empty(n, np.int32)
+        sender = np.empty(n, np.int32)
+        dest = np.empty(n, np.int32)
+        flags = np.empty(n, np.int32)
+        size = np.empty(n, np.int32)
+        hsh = np.empty(n, np.int64)
+        seq = np.empty(n, np.int64)
+        seq_valid = np.empty(n, np.uint8)
+        cdef int64_t[::1] tv = ts, hv = hsh, qv = seq
+        cdef int8_t[::1] kv = kind
+        cdef int32_t[::1] vv = view, sv = sender, dv = dest, fv = flags, zv = size
+        cdef uint8_t[::1] okv = seq_valid
+        cdef Py_ssize_t i
+        for i in range(n):
+            tv[i] = self._ts[i]
+            kv[i] = self._kind[i]
+            vv[i] = self._view[i]
+            sv[i] = self._cols[i].sender
+            dv[i] = self._cols[i].dest
+            fv[i] = self._cols[i].flags
+            zv[i] = self._cols[i].size
+            hv[i] = self._cols[i].hash
+            qv[i] = self._cols[i].seq
+            okv[i] = self._cols[i].seq_ok
+        objs = self._objs[:n]
+        del self._objs[:n]
+        if n < self._n:
+            memmove(self._ts, self._ts + n, (self._n - n) * sizeof(int64_t))
+            memmove(self._kind, self._kind + n, (self._n - n) * sizeof(int8_t))
+            memmove(self._view, self._view + n, (self._n - n) * sizeof(int32_t))
+            memmove(self._cols, self._cols + n, (self._n - n) * sizeof(_Cols))
+        self._n -= n
+        names = list(self._names.names)
+        return objs, ts, kind, view, (names, sender, dest, flags, size, hsh, seq, seq_valid)

@@ -74,6 +74,20 @@ cdef class SendCore:
         return self._pass(msg)
 
 
+cdef class RecordSend(SendCore):
+    """A down path that records every message with ``record(msg)`` and passes it on (the JOURNAL protocol)."""
+
+    cdef public object record
+
+    def __init__(self, owner, record):
+        self.owner = owner
+        self.record = record
+
+    cpdef object down_msg(self, Message msg):
+        self.record(msg)
+        return self._pass(msg)
+
+
 # ---------------------------------------------------------------------------------------------
 # FRAG2
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from jgpy.journal import (CRASH_FILE, FORMAT, MEMBER_PREFIX, META_FILE, PART_RE, SCHEMA, JournalError,
-                          unescape_member)
+                          arrow_to_parquet, unescape_member)
 
 
 @dataclass
@@ -103,16 +103,20 @@ def _member(mdir: Path, ingest: bool) -> MemberJournal:
                    else f"parts up to {max(parts):05d} exist")
             raise JournalError(f"{mdir / f'part-{k:05d}.{ext}'}: missing journal file ({why})")
     if not parts:
-        raise JournalError(f"{mdir}: no journal parts (part-NNNNN.parquet / .jsonl) in the member directory")
+        raise JournalError(f"{mdir}: no journal parts (part-NNNNN.parquet / .arrow / .jsonl) in the member "
+                          f"directory")
     mj = MemberJournal(name, mdir, meta)
     for k in sorted(parts):
         files = parts[k]
         pq_path = files.get("parquet")
         js = files.get("jsonl")
+        ar = files.get("arrow")                  # a jgpy member that was killed (or is still running)
+        if ar is not None and ingest and pq_path is None:
+            pq_path = arrow_to_parquet(ar)
         if js is not None and ingest and (pq_path is None or pq_path.stat().st_mtime < js.stat().st_mtime):
             pq_path = convert_jsonl(js)
         if pq_path is None:
-            raise JournalError(f"{js}: JSON lines journal not converted (ingest disabled)")
+            raise JournalError(f"{js or ar}: journal part not converted to Parquet (ingest disabled)")
         mj.rows += validate_parquet(pq_path)
         mj.files.append(pq_path)
     crash = mdir / CRASH_FILE

@@ -39,7 +39,6 @@ class JOURNAL(Protocol):
     def __init__(self) -> None:
         super().__init__()
         self.writer = None
-        self._record_send = None
 
     def init(self) -> None:
         from jgpy.errors import ConfigError
@@ -55,10 +54,11 @@ class JOURNAL(Protocol):
         stack = self.stack.config.names() if self.stack is not None else []
         self.writer = JournalWriter(self.dir, name, impl="jgpy", stack=stack, row_group_size=self.row_group_size,
                                     flush_interval=self.flush_interval)
-        self._record_send = self.writer.send_recorder()
+        from jgpy._core.sendpath import RecordSend
+        self.down_msg = RecordSend(self, self.writer.send_recorder()).down_msg     # record, then pass on (C)
 
     def stop(self) -> None:
-        self._record_send = None
+        self.__dict__.pop("down_msg", None)            # back to passing messages on unrecorded
         w, self.writer = self.writer, None
         if w is not None:
             w.close()
@@ -104,10 +104,7 @@ class JOURNAL(Protocol):
 
     # ---- down ----
 
-    def down_msg(self, msg) -> Any:
-        rec = self._record_send
-        if rec is not None:
-            rec(msg)
+    def down_msg(self, msg) -> Any:                  # until start(): then the C core RecordSend does this
         return self.down_prot.down_msg(msg)
 
     def down(self, evt: Event) -> Any:
