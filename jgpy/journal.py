@@ -443,7 +443,6 @@ class JournalWriter:
 def arrow_to_parquet(path: Path) -> Path:
     """``part-N.arrow`` (written while a member runs) -> ``part-N.parquet`` next to it (written atomically); the
     Arrow file is removed. JournalError names a file that cannot be read (a truncated or foreign file)."""
-    import pyarrow.parquet as pq
     out = path.with_suffix(".parquet")
     try:
         with pa.ipc.open_file(str(path)) as f:
@@ -452,11 +451,17 @@ def arrow_to_parquet(path: Path) -> Path:
         size = path.stat().st_size if path.exists() else 0
         raise JournalError(f"{path}: not a readable Arrow journal part, truncated or corrupt ({size} bytes; {e}); "
                            f"remove it or re-run the member") from None
-    tmp = out.with_name("." + out.name + ".tmp")
-    pq.write_table(table, tmp, row_group_size=max(1, table.num_rows), **PARQUET_OPTIONS)
-    os.replace(tmp, out)
+    write_parquet_atomic(table, out, **PARQUET_OPTIONS)
     path.unlink()
     return out
+
+
+def write_parquet_atomic(table: pa.Table, out: Path, **options: Any) -> None:
+    """``table`` as ``out`` in one row group, written to a hidden temporary file that is then renamed."""
+    import pyarrow.parquet as pq
+    tmp = out.with_name("." + out.name + ".tmp")
+    pq.write_table(table, tmp, row_group_size=max(1, table.num_rows), **options)
+    os.replace(tmp, out)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1322,7 +1322,6 @@ cdef class DatagramSender:
         cdef socklen_t sl = <socklen_t>len(blob)
         cdef ssize_t rc
         cdef int err = 0
-        cdef pollfd pfd
         cdef int tries = 0
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
@@ -1332,12 +1331,11 @@ cdef class DatagramSender:
             while rc < 0 and (err == EAGAIN or err == ENOBUFS or err == EINTR) and tries < 50:   # <= ~5 s
                 tries += 1
                 with nogil:
-                    pfd.fd = self._fd
-                    pfd.events = POLLOUT
-                    pfd.revents = 0
-                    poll(&pfd, 1, 100)
-                    rc = c_sendto(self._fd, view.buf, <size_t>view.len, MSG_DONTWAIT, sa, sl)
-                    err = errno if rc < 0 else 0
+                    if _wait_writable(self._fd, 100) != 0:
+                        err = EBADF                                 # the socket was closed meanwhile
+                    else:
+                        rc = c_sendto(self._fd, view.buf, <size_t>view.len, MSG_DONTWAIT, sa, sl)
+                        err = errno if rc < 0 else 0
                 if rc < 0 and err == EBADF:
                     break
             if rc < 0:

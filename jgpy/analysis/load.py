@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from jgpy.journal import (CRASH_FILE, FORMAT, MEMBER_PREFIX, META_FILE, PART_RE, SCHEMA, JournalError,
-                          arrow_to_parquet, unescape_member)
+                          arrow_to_parquet, unescape_member, write_parquet_atomic)
 
 
 @dataclass
@@ -157,7 +157,6 @@ def convert_jsonl(path: Path) -> Path:
     """``part-N.jsonl`` (the Java harness) -> ``part-N.parquet`` next to it (written atomically)."""
     import pyarrow.compute as pc
     import pyarrow.json as pj
-    import pyarrow.parquet as pq
     out = path.with_suffix(".parquet")
     try:
         if path.stat().st_size == 0:
@@ -172,8 +171,5 @@ def convert_jsonl(path: Path) -> Path:
         if not f.nullable and table.column(f.name).null_count:
             row = pc.index(pc.is_null(table.column(f.name)), True).as_py()
             raise JournalError(f"{path}: line {row + 1}: field {f.name!r} is missing or null")
-    table = table.cast(SCHEMA)
-    tmp = out.with_name("." + out.name + ".tmp")
-    pq.write_table(table, tmp, compression="snappy", row_group_size=max(1, table.num_rows))
-    os.replace(tmp, out)
+    write_parquet_atomic(table.cast(SCHEMA), out, compression="snappy")
     return out
