@@ -452,6 +452,27 @@ def test_bundler_small_ring_blocks_adders_and_loses_nothing(net):
     assert st["entries"] == 800 and st["dropped"] == 0 and st["blocked_adds"] >= 2
 
 
+def test_bundler_max_entries_bounds_the_queue(net):
+    rx = net.udp()
+    got = Collector()
+    net.loop(rx, got)
+    b = net.bundler(net.udp(), rx.getsockname(), PRE, SUF, capacity=1 << 20, max_entries=10, start=False)
+    producer = Producer(b, 1, 50, lo=10, hi=20)     # tiny entries: the entry limit, not the ring, is full first
+    producer.start()
+    deadline = time.monotonic() + 10
+    while b.stats["blocked_adds"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    st = b.stats
+    assert st["blocked_adds"] == 1 and st["queued"] == 10 and st["queued_bytes"] < 300, st
+    b.start()
+    producer.join(10)
+    assert producer.error is None, producer.error
+    assert b.flush(timeout=10)
+    assert got.wait_count(b.stats["datagrams"])
+    check_streams(got.datagrams, [producer], 64000)
+    assert b.stats["entries"] == 50 and b.stats["dropped"] == 0
+
+
 def test_bundler_flush_sends_without_lingering(net):
     rx = net.udp()
     got = Collector()
@@ -541,6 +562,8 @@ def test_bundler_bad_arguments(net):
     dest = rx.getsockname()
     with pytest.raises(ValueError, match="capacity"):
         Bundler(tx, dest, b"", b"", capacity=1000)
+    with pytest.raises(ValueError, match="max_entries"):
+        Bundler(tx, dest, b"", b"", max_entries=-1)
     with pytest.raises(ValueError, match="max_size"):
         Bundler(tx, dest, b"x" * 10, b"", max_size=10)
     with pytest.raises(ValueError, match="max_size"):

@@ -601,7 +601,7 @@ cdef enum:
 
 
 cdef class Bundler:
-    """Bundler(sock, dest, prefix, suffix, *, max_size=64000, capacity=8 << 20, linger_us=100, max_delay_ms=30.0, batch=32, name="jgpy-bundler")
+    """Bundler(sock, dest, prefix, suffix, *, max_size=64000, capacity=8 << 20, max_entries=0, linger_us=100, max_delay_ms=30.0, batch=32, name="jgpy-bundler")
 
     Coalescing sender for one destination, drained by a daemon thread.
 
@@ -610,8 +610,9 @@ cdef class Bundler:
     (``len(prefix) + len(entry) + len(suffix) > max_size``) goes alone in its own datagram if that is
     at most 65507 bytes; a bigger one makes :meth:`add` raise ValueError.
 
-    :meth:`add` copies the entry into a ring of ``capacity`` bytes allocated once; when the ring is
-    full it waits, with the GIL released, for room (``blocked_adds``); waiting adders are served in
+    :meth:`add` copies the entry into a ring of ``capacity`` bytes allocated once (its pages become
+    resident as the ring wraps, so ``capacity`` is what it costs in RSS); ``max_entries`` bounds the
+    entries queued (0: ``capacity // 64``, at least 4096).  When the ring is full it waits, with the GIL released, for room (``blocked_adds``); waiting adders are served in
     arrival order.  Entries from one thread are sent in the order they were added.  Entries added
     before :meth:`start` are queued and sent once it is called (an ``add`` that finds the ring full
     before ``start`` waits for it).
@@ -702,7 +703,7 @@ cdef class Bundler:
         self._sync_ok = True
 
     def __init__(self, sock, dest, prefix, suffix, *, Py_ssize_t max_size=64000, Py_ssize_t capacity=8 << 20,
-                 long linger_us=100, double max_delay_ms=30.0, int batch=32, str name="jgpy-bundler"):
+                 Py_ssize_t max_entries=0, long linger_us=100, double max_delay_ms=30.0, int batch=32, str name="jgpy-bundler"):
         if self._ring != NULL:
             raise RuntimeError("Bundler.__init__ called twice: create a new Bundler instead")
         self._prefix = bytes(prefix)
@@ -719,6 +720,8 @@ cdef class Bundler:
                              f"and <= {_MAX_UDP_PAYLOAD}, got {max_size}")
         if capacity < 65536:
             raise ValueError(f"capacity must be at least 65536 bytes (the largest entry must fit), got {capacity}")
+        if not 0 <= max_entries <= 1 << 30:
+            raise ValueError(f"max_entries must be in 0..{1 << 30} (0: capacity // 64), got {max_entries}")
         if not 0 <= linger_us <= 60_000_000:
             raise ValueError(f"linger_us must be in 0..60000000, got {linger_us}")
         if not 0 <= max_delay_ms <= 60_000:
@@ -734,7 +737,8 @@ cdef class Bundler:
         self._limit = max_size - self._prelen - self._suflen
         self._max_entry = _MAX_UDP_PAYLOAD - self._prelen - self._suflen
         self._capacity = capacity
-        self._mcap = max(4096, capacity // 64)     # entries of >= 64 bytes on average never wait for a slot
+        # 0: entries of >= 64 bytes on average never wait for a slot
+        self._mcap = max_entries if max_entries > 0 else max(4096, capacity // 64)
         self._linger_ns = <uint64_t>linger_us * 1000
         self._max_delay_ns = <uint64_t>(max_delay_ms * 1e6)
         self._batch = batch

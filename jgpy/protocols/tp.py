@@ -99,7 +99,10 @@ class TP(Protocol):
     logical_addr_cache_max_size = Property(to_int, 200, "max entries of the logical->physical address cache")
     logical_addr_cache_expiration = Property(to_int, 120000, "ms after which a non-member's mapping may go")
     log_discard_msgs = Property(to_bool, True, "log messages dropped because they belong to another cluster")
-    bundler_capacity = Property(to_int, 20000, "capacity of the bundler queue in messages (jgpy: bytes/1000)")
+    bundler_capacity = Property(to_int, 20000, "max messages queued in the bundler")
+    bundler_ring_size = Property(to_size, 2_000_000, "jgpy: bytes of the bundler's ring, which holds the queued "
+                                 "messages as encoded (it is resident memory once it has wrapped; adders wait "
+                                 "when it is full)")
 
     IGNORED_PREFIXES = {
         "thread_pool.": ignored("jgpy delivers on its own delivery threads, no Java thread pools"),

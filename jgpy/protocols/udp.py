@@ -68,6 +68,11 @@ class UDP(TP):
             raise ConfigError(f"UDP mcast_addr {self.mcast_addr!r} is not an IP address") from None
         if not group.is_multicast:
             raise ConfigError(f"UDP mcast_addr {self.mcast_addr} is not a multicast address")
+        if self.bundler_ring_size < 65536:
+            raise ConfigError(f"UDP bundler_ring_size={self.bundler_ring_size}: the ring must hold the biggest "
+                              f"datagram, set it to at least 64K")
+        if self.bundler_capacity < 1:
+            raise ConfigError(f"UDP bundler_capacity={self.bundler_capacity}: must be at least 1")
 
     # ---- sockets ----
 
@@ -170,7 +175,8 @@ class UDP(TP):
         self.own_bundle_prefix = prefix
         self._bundler = Bundler(self.mcast_sock, self._mcast_dest, prefix, b"\x00",
                                 max_size=self.max_bundle_size, max_delay_ms=float(self.max_bundle_timeout),
-                                capacity=max(1 << 20, self.bundler_capacity * 1000), name=f"jgpy-bundler-{addr}")
+                                capacity=self.bundler_ring_size, max_entries=self.bundler_capacity,
+                                name=f"jgpy-bundler-{addr}")
         self._bundler.start()
         self._send_core.bundler = self._bundler
 

@@ -497,8 +497,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _close_journals() -> None:
     """Write what the journals buffered (os._exit skips atexit); a SIGKILL (halt) loses it, as a crash does."""
-    from jgpy.journal import close_all
-    close_all()
+    journal = sys.modules.get("jgpy.journal")     # loaded only by a member that journals (it needs pyarrow)
+    if journal is not None:
+        journal.close_all()
 
 
 if __name__ == "__main__":
