@@ -32,7 +32,6 @@ reboots).
 from __future__ import annotations
 
 import atexit
-import functools
 import json
 import logging
 import os
@@ -298,9 +297,11 @@ class JournalWriter:
     def send(self, msg: Any) -> None:
         self._buf.record(_K_SEND, msg)
 
-    def send_recorder(self):
-        """``record(msg)``: :meth:`send` as one C call (for the per-message path of the JOURNAL protocol)."""
-        return functools.partial(self._buf.record, _K_SEND)
+    def send_path(self, owner: Any):
+        """A C down path (``RecordSend``) for the JOURNAL protocol ``owner``: records each message as :meth:`send`
+        does, then passes it on."""
+        from jgpy._core.sendpath import RecordSend
+        return RecordSend(owner, self._buf, _K_SEND)
 
     def deliver(self, msg: Any) -> None:
         self._buf.record(_K_DELIVER, msg)

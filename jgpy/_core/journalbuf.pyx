@@ -125,10 +125,6 @@ def monotonic_ns() -> int:
 cdef class _Names:
     """Names of one flush as indices into a list (a dictionary column), with a cache of recent id names."""
 
-    cdef dict index              # str -> index
-    cdef list names
-    cdef list recent             # [(bytes, index)]: the id names seen last, compared byte for byte
-
     def __cinit__(self):
         self.index = {}
         self.names = []
@@ -182,12 +178,6 @@ cdef int _parse_id(const uint8_t* p, Py_ssize_t n, Py_ssize_t* name_len, int64_t
 
 # ---- the row buffer ----
 
-cdef struct _Cols:
-    int32_t sender, dest, flags, size
-    int64_t hash, seq
-    uint8_t seq_ok
-
-
 cdef class RowBuffer:
     """Rows in recording order: a timestamp, a kind, the view key and, for messages, their columns.
 
@@ -195,17 +185,6 @@ cdef class RowBuffer:
     are taken when it is recorded, while the message is hot in the CPU cache, and the message is not kept; view
     and other rows keep their object. ``addr_names`` (address -> name cache) and ``name_of(addr)`` (asked for an
     address not in it) must be set before a message is recorded."""
-
-    cdef list _objs
-    cdef int64_t* _ts
-    cdef int8_t* _kind
-    cdef int32_t* _view
-    cdef _Cols* _cols
-    cdef Py_ssize_t _n, _cap
-    cdef public int32_t view_index          # the view key of rows recorded from now on (-1: none yet)
-    cdef public dict addr_names
-    cdef public object name_of
-    cdef _Names _names
 
     def __cinit__(self):
         self._objs = []
@@ -271,7 +250,6 @@ cdef class RowBuffer:
         cdef bint got_view = False
         cdef Py_ssize_t plen, name_len
         cdef int64_t s
-        c.sender = self._addr_index(m.src)
         c.dest = self._addr_index(m.dest)
         c.flags = m.flags
         c.size = 0
@@ -280,6 +258,7 @@ cdef class RowBuffer:
         c.seq_ok = 0
         buf = m._buf
         if buf is None:
+            c.sender = self._addr_index(m.src)
             return 0
         plen = m._len
         c.size = <int32_t>plen
@@ -298,6 +277,8 @@ cdef class RowBuffer:
         finally:
             if got_view:
                 PyBuffer_Release(&view)
+        if not c.seq_ok:                  # a numbered payload names its sender: no address lookup
+            c.sender = self._addr_index(m.src)
         return 0
 
     cdef inline void _put(self, int kind, _Cols* c) noexcept:
@@ -309,12 +290,22 @@ cdef class RowBuffer:
         self._cols[n] = c[0]
         self._n = n + 1
 
+    cdef int record_message(self, int kind, Message m) except -1:
+        """A message row (kind 0: deliver, 1: send) from C (JOURNAL's send path)."""
+        cdef _Cols c
+        self._extract(m, &c)
+        if self._n == self._cap:
+            self._grow(self._n + 1)
+        self._objs.append(None)
+        self._put(kind, &c)
+        return 0
+
     def record(self, int kind, obj):
         """Record a row: kind 0 (deliver) and 1 (send) take a Message, other kinds keep ``obj``."""
         cdef _Cols c
         if kind <= 1:
-            self._extract(<Message?>obj, &c)
-            obj = None
+            self.record_message(kind, <Message?>obj)
+            return
         else:
             c.sender = c.dest = -1
             c.flags = c.size = 0

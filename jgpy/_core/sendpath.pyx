@@ -16,6 +16,7 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from jgpy._core.message cimport Message
 from jgpy._core.headers cimport NakAckHeader, UnicastHeader
 from jgpy._core.credits cimport CreditTable
+from jgpy._core.journalbuf cimport RowBuffer
 
 cdef int OOB = 1
 cdef int DONT_BUNDLE = 2
@@ -75,16 +76,19 @@ cdef class SendCore:
 
 
 cdef class RecordSend(SendCore):
-    """A down path that records every message with ``record(msg)`` and passes it on (the JOURNAL protocol)."""
+    """A down path that records every message as a ``kind`` row of ``rows`` and passes it on (the JOURNAL
+    protocol)."""
 
-    cdef public object record
+    cdef RowBuffer rows
+    cdef int kind
 
-    def __init__(self, owner, record):
+    def __init__(self, owner, RowBuffer rows not None, int kind):
         self.owner = owner
-        self.record = record
+        self.rows = rows
+        self.kind = kind
 
     cpdef object down_msg(self, Message msg):
-        self.record(msg)
+        self.rows.record_message(self.kind, msg)
         return self._pass(msg)
 
 

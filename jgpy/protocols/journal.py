@@ -54,8 +54,7 @@ class JOURNAL(Protocol):
         stack = self.stack.config.names() if self.stack is not None else []
         self.writer = JournalWriter(self.dir, name, impl="jgpy", stack=stack, row_group_size=self.row_group_size,
                                     flush_interval=self.flush_interval)
-        from jgpy._core.sendpath import RecordSend
-        self.down_msg = RecordSend(self, self.writer.send_recorder()).down_msg     # record, then pass on (C)
+        self.down_msg = self.writer.send_path(self).down_msg     # record, then pass on (C)
 
     def stop(self) -> None:
         self.__dict__.pop("down_msg", None)            # back to passing messages on unrecorded
