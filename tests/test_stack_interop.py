@@ -5,8 +5,8 @@ Clusters are written as strings of member kinds: ``"JP"`` is a Java coordinator 
 Every member sends numbered messages (half raw bytes, half Java Strings), multicast and unicast, and every
 member checks per-sender FIFO order with no gaps and no duplicates, its own multicasts included.
 
-While MERGE2 and STATE_TRANSFER are issue #4's work, jgpy runs them as documented pass-throughs: these
-tests do not partition the cluster or transfer state.
+Partitions and merges are tested in test_merge.py, crashes in test_crash.py, state transfer in
+test_state_transfer.py.
 """
 
 from __future__ import annotations
