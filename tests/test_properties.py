@@ -116,6 +116,24 @@ def test_lazy_headers_are_copied_raw():
     assert DIALECT.decode(Message, DIALECT.encode(got)).get_header(15).seqno == 8
 
 
+def test_messages_kept_in_windows_cost_the_cycle_collector_nothing():
+    """Messages with headers (sent, decoded and touched, copied) add no object the cycle collector tracks, so a
+    retransmission window of 100,000 messages does not make every collection walk them."""
+    import gc
+
+    from jgpy.headers import NakAckHeader, TpHeader
+    sent = Message(None, b"abc", None)
+    sent.put_header(15, NakAckHeader.msg(7)).put_header(21, TpHeader("x"))
+    got = DIALECT.decode(Message, DIALECT.encode(sent))
+    got.get_header(15)
+    before = len(gc.get_objects())
+    kept = [m for m in (sent, got, got.copy(), sent.copy()) for _ in range(2500)]
+    kept += [Message(None, b"p", None).put_header(15, NakAckHeader.msg(i)) for i in range(10_000)]
+    assert not any(gc.is_tracked(m) for m in (sent, got, kept[-1]))
+    assert len(gc.get_objects()) - before < 10, "message header lists are tracked by the cycle collector"
+    assert got.get_header(15).seqno == 7 and kept[-1].get_header(15).seqno == 9999
+
+
 def test_python_registered_header_roundtrip():
     """The registration hook: a header class defined in Python, with Python read/write, rides in messages."""
     from jgpy._core.wire import Reader, Writer

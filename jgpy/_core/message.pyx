@@ -15,6 +15,18 @@ from libc.string cimport memcpy
 _object_codec = None   # set by the default dialect: (object_to_buffer, object_from_buffer)
 
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void* op)
+
+
+cdef inline list _header_list(list objs):
+    """``objs``, taken out of the cycle collector's sight: a message's header list is referenced only by its
+    (untracked, ``no_gc``) message, so it cannot be part of a cycle the collector could break; tracked, the
+    list of every message held in a retransmission window would be traversed by each collection."""
+    PyObject_GC_UnTrack(<void*>objs)
+    return objs
+
+
 cdef class WireDialect:
     cdef object read_header_at(self, int magic, object raw, Py_ssize_t off, Py_ssize_t end):
         raise NotImplementedError
@@ -206,7 +218,7 @@ cdef class Message:
             if hdr is not None:
                 return hdr
         else:
-            self._objs = [None] * self._nh
+            self._objs = _header_list([None] * self._nh)
         hdr = self._dialect.read_header_at(self._h[i].magic, self._raw, self._h[i].off, self._h[i].end)
         self._objs[i] = hdr
         return hdr
@@ -224,7 +236,7 @@ cdef class Message:
             raise ValueError(f"protocol id {id} is invalid: Java drops headers with id <= 0")
         cdef int i = self._find(id)
         if self._objs is None:
-            self._objs = [None] * self._nh
+            self._objs = _header_list([None] * self._nh)
         if i < 0:
             self._reserve(self._nh + 1)
             i = self._nh
@@ -314,7 +326,7 @@ cdef class Message:
             m._raw = self._raw
             m._dialect = self._dialect
             if self._objs is not None:
-                m._objs = list(self._objs)
+                m._objs = _header_list(list(self._objs))
         return m
 
     def __repr__(self):
