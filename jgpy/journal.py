@@ -344,15 +344,15 @@ class JournalWriter:
                     self._write_part(self._table(*rows))
                 except Exception as e:  # noqa: BLE001 - a journal must never take the member down
                     self.errors += 1
-                    log.error("%s: journal rows lost (%d): %s", self.dir, len(rows[0]), e)
+                    log.error("%s: journal rows lost (%d): %s", self.dir, len(rows[1]), e)
                 self.flush_cpu_seconds += time.thread_time() - t0
 
-    def _table(self, objs: list, ts, kind, view, columns) -> pa.Table:
+    def _table(self, objs: dict, ts, kind, view, columns) -> pa.Table:
         import numpy as np
         import pyarrow.compute as pc
 
         from jgpy._core.types import MergeView
-        n = len(objs)
+        n = len(ts)
         base = self._next_idx
         self._next_idx += n
         names, sender, dest, flags, size, hsh, seq, seq_ok = columns     # message rows: taken when recorded

@@ -20,7 +20,7 @@ cdef class _Names:
 
 
 cdef class RowBuffer:
-    cdef list _objs
+    cdef list _specials                     # [(row, object)] of the rows that are not messages
     cdef int64_t* _ts
     cdef int8_t* _kind
     cdef int32_t* _view
@@ -34,5 +34,5 @@ cdef class RowBuffer:
     cdef int _grow(self, Py_ssize_t need) except -1
     cdef int32_t _addr_index(self, object a) except -2
     cdef int _extract(self, Message m, _Cols* c) except -1
-    cdef void _put(self, int kind, _Cols* c) noexcept
+    cdef void _put(self, int kind, _Cols* c, int64_t ts) noexcept
     cdef int record_message(self, int kind, Message m) except -1

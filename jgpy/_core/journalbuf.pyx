@@ -187,7 +187,7 @@ cdef class RowBuffer:
     address not in it) must be set before a message is recorded."""
 
     def __cinit__(self):
-        self._objs = []
+        self._specials = []
         self._n = 0
         self._cap = 0
         self.view_index = -1
@@ -281,10 +281,10 @@ cdef class RowBuffer:
             c.sender = self._addr_index(m.src)
         return 0
 
-    cdef inline void _put(self, int kind, _Cols* c) noexcept:
+    cdef inline void _put(self, int kind, _Cols* c, int64_t ts) noexcept:
         # no Python code between here and the increment: rows from several threads never interleave
         cdef Py_ssize_t n = self._n
-        self._ts[n] = _now()
+        self._ts[n] = ts
         self._kind[n] = <int8_t>kind
         self._view[n] = self.view_index
         self._cols[n] = c[0]
@@ -296,8 +296,7 @@ cdef class RowBuffer:
         self._extract(m, &c)
         if self._n == self._cap:
             self._grow(self._n + 1)
-        self._objs.append(None)
-        self._put(kind, &c)
+        self._put(kind, &c, _now())
         return 0
 
     def record(self, int kind, obj):
@@ -313,25 +312,26 @@ cdef class RowBuffer:
             c.seq_ok = 0
         if self._n == self._cap:
             self._grow(self._n + 1)
-        self._objs.append(obj)
-        self._put(kind, &c)
+        self._specials.append((self._n, obj))
+        self._put(kind, &c, _now())
 
     def record_batch(self, int kind, list msgs):
-        """Record one message row (kind 0 or 1) per message of ``msgs``."""
+        """Record one message row (kind 0 or 1) per message of ``msgs``, all with the same timestamp (a batch
+        reaches the top of the stack at once)."""
         cdef _Cols c
         cdef object m
+        cdef int64_t ts = _now()
         if kind > 1:
             raise ValueError("record_batch records messages (kind 0 or 1)")
         for m in msgs:
             self._extract(<Message?>m, &c)
             if self._n == self._cap:
                 self._grow(self._n + 1)
-            self._objs.append(None)
-            self._put(kind, &c)
+            self._put(kind, &c, ts)
 
     def take(self, Py_ssize_t max_rows):
-        """The oldest rows (at most ``max_rows``) as ``(objects, ts, kind, view, columns)``: objects a list (None
-        for message rows), the rest numpy arrays; ``columns`` = ``(names, sender, dest, flags, size, hash, seq,
+        """The oldest rows (at most ``max_rows``) as ``(objects, ts, kind, view, columns)``: objects a dict (row
+        -> object) of the rows that are not messages, the rest numpy arrays; ``columns`` = ``(names, sender, dest, flags, size, hash, seq,
         seq_valid)`` with ``names`` a copy of :attr:`names` (sender/dest -1: null)."""
         cdef Py_ssize_t n = min(max_rows, self._n)
         ts = np.empty(n, np.int64)
@@ -360,8 +360,14 @@ cdef class RowBuffer:
             hv[i] = self._cols[i].hash
             qv[i] = self._cols[i].seq
             okv[i] = self._cols[i].seq_ok
-        objs = self._objs[:n]
-        del self._objs[:n]
+        objs = {}
+        rest = []
+        for pos, obj in self._specials:
+            if pos < n:
+                objs[pos] = obj
+            else:
+                rest.append((pos - n, obj))
+        self._specials = rest
         if n < self._n:
             memmove(self._ts, self._ts + n, (self._n - n) * sizeof(int64_t))
             memmove(self._kind, self._kind + n, (self._n - n) * sizeof(int8_t))
