@@ -26,7 +26,8 @@ application; the checker expects each stream's numbers to be consecutive.
 **Clock.** ``ts_ns`` is ``CLOCK_MONOTONIC`` in nanoseconds: Python's ``time.monotonic_ns()`` and Java's
 ``System.nanoTime()`` both read it on Linux (HotSpot returns the raw ``clock_gettime(CLOCK_MONOTONIC)`` value),
 so timestamps of different processes on one host are directly comparable (not across hosts, nor across
-reboots).
+reboots). A send is stamped when JOURNAL passes it down; the messages of a delivered batch all get the time the
+batch reached the top of the stack (the application's ``receive`` runs for them one after the other from then).
 """
 
 from __future__ import annotations
