@@ -81,7 +81,8 @@ def overhead(count: int, reps: int) -> dict:
                 out.append(_rate(f"bench-ovh-{os.getpid()}-{i}-{int(with_journal)}", udp_props(*unique_group()),
                                  run, count))
                 progress(f"  run {i + 1}/{reps} {'with' if with_journal else 'without'} journal: receiver "
-                         f"{out[-1][0]:,.0f} msgs/s, sender {out[-1][1]:,.0f} msgs/s")
+                         f"{out[-1][0]:,.0f} msgs/s, sender {out[-1][1]:,.0f} msgs/s; CPU per message: sender "
+                         f"{out[-1][3]['S']:.2f} us, receiver {out[-1][3]['R']:.2f} us")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     med = lambda xs: statistics.median(xs)  # noqa: E731
@@ -91,7 +92,11 @@ def overhead(count: int, reps: int) -> dict:
             "receiver_slowdown_pct": 100 * (1 - j_r / b_r), "sender_msgs_per_s": b_s, "sender_msgs_per_s_journal": j_s,
             "sender_slowdown_pct": 100 * (1 - j_s / b_s),
             "flush_cpu_ns_per_row_receiver": med([x[2]["R"] for x in jour]),
-            "flush_cpu_ns_per_row_sender": med([x[2]["S"] for x in jour])}
+            "flush_cpu_ns_per_row_sender": med([x[2]["S"] for x in jour]),
+            "sender_cpu_us_per_msg": med([x[3]["S"] for x in base]),
+            "sender_cpu_us_per_msg_journal": med([x[3]["S"] for x in jour]),
+            "receiver_cpu_us_per_msg": med([x[3]["R"] for x in base]),
+            "receiver_cpu_us_per_msg_journal": med([x[3]["R"] for x in jour])}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -150,10 +155,16 @@ def main(argv: list[str] | None = None) -> dict:
         ov = overhead(args.overhead_messages, args.overhead_reps)
         progress(f"  receiver {ov['receiver_msgs_per_s']:,.0f} -> {ov['receiver_msgs_per_s_journal']:,.0f} msgs/s "
                  f"({ov['receiver_slowdown_pct']:+.1f} %), sender {ov['sender_msgs_per_s']:,.0f} -> "
-                 f"{ov['sender_msgs_per_s_journal']:,.0f} msgs/s ({ov['sender_slowdown_pct']:+.1f} %)")
+                 f"{ov['sender_msgs_per_s_journal']:,.0f} msgs/s ({ov['sender_slowdown_pct']:+.1f} %); CPU per "
+                 f"message: sender {ov['sender_cpu_us_per_msg']:.2f} -> {ov['sender_cpu_us_per_msg_journal']:.2f} us, "
+                 f"receiver {ov['receiver_cpu_us_per_msg']:.2f} -> {ov['receiver_cpu_us_per_msg_journal']:.2f} us")
         out.update(journal_receiver_slowdown_pct=ov["receiver_slowdown_pct"],
                    journal_sender_slowdown_pct=ov["sender_slowdown_pct"],
-                   journal_flush_cpu_ns_per_row=ov["flush_cpu_ns_per_row_receiver"])
+                   journal_flush_cpu_ns_per_row=ov["flush_cpu_ns_per_row_receiver"],
+                   journal_sender_cpu_added_pct=100 * (ov["sender_cpu_us_per_msg_journal"]
+                                                       / ov["sender_cpu_us_per_msg"] - 1),
+                   journal_receiver_cpu_added_pct=100 * (ov["receiver_cpu_us_per_msg_journal"]
+                                                         / ov["receiver_cpu_us_per_msg"] - 1))
         out["overhead"] = ov
     return out
 

@@ -89,7 +89,7 @@ def test_bad_values_and_structure():
         parse_xml("<stack><UDP/></stack>")
     with pytest.raises(ConfigError, match="not found"):
         load_config("no-such-stack.xml")
-    with pytest.raises(ConfigError, match="bundler_ring_size=10000.*at least 64K"):
+    with pytest.raises(ConfigError, match="bundler_ring_size=10000.*at least 65536"):
         ProtocolStack(parse_xml('<config><UDP bundler_ring_size="10K"/></config>'), Top()).init()
     with pytest.raises(ConfigError, match="bundler_capacity=0"):
         ProtocolStack(parse_xml('<config><UDP bundler_capacity="0"/></config>'), Top()).init()

@@ -356,9 +356,10 @@ def test_crash_run(spark, java_nodes, udp_group, tmp_path, figures):
 
 # ---- the writer's cost at full rate ----------------------------------------------------------------
 
-def _rate(cluster: str, props: dict, run_dir: Path | None, count: int) -> tuple[float, float, dict]:
+def _rate(cluster: str, props: dict, run_dir: Path | None, count: int) -> tuple[float, float, dict, dict]:
     """A jgpy sender process multicasting ``count`` numbered messages to a jgpy receiver process: the
-    receiver's msgs/s, the sender's send loop msgs/s and the journal writers' flush CPU time per row (ns)."""
+    receiver's msgs/s, the sender's send loop msgs/s, the journal writers' flush CPU time per row (ns) and the
+    CPU time (all threads) per message of sender and receiver (us), the writers' included."""
     from jgpy.testing.java import PyNode
     r, s = PyNode(name="R"), PyNode(name="S")
     try:
@@ -366,19 +367,21 @@ def _rate(cluster: str, props: dict, run_dir: Path | None, count: int) -> tuple[
             node.call("connect", timeout=90, config="udp.xml", cluster=cluster, name=node.name, props=props,
                       receive="count", **({"journal": str(run_dir)} if run_dir else {}))
         assert _wait(lambda: len(r.call("view")["members"]) == 2, 30)
+        cpu0 = {node.name: node.call("stats")["cpu_seconds"] for node in (s, r)}
         rep = s.send(payload=b"S", count=count, numbered=True, timeout=300)
         assert _wait(lambda: _received(r) >= count, 120), _received(r)
         st = r.call("stats")
+        time.sleep(1.5)                                  # a periodic flush has written the rows
+        cpu = {node.name: (node.call("stats")["cpu_seconds"] - cpu0[node.name]) / count * 1e6 for node in (s, r)}
         flush = {}
         if run_dir is not None:
-            time.sleep(1.5)                              # a periodic flush has written the rows
             for node in (s, r):
                 js = node.call("dump_stats")["stats"]["JOURNAL"]
                 flush[node.name] = js["flush_cpu_seconds"] / max(1, js["rows_written"]) * 1e9
         for node in (s, r):
             node.call("disconnect", timeout=60)
         return ((st["received"] - 1) / ((st["last_recv_ns"] - st["first_recv_ns"]) / 1e9), count / rep["seconds"],
-                flush)
+                flush, cpu)
     finally:
         s.close()
         r.close()
@@ -406,6 +409,11 @@ def test_writer_overhead_at_full_rate(tmp_path, figures):
     figures("sender msgs/s without journal", b_send, "msgs/s")
     figures("sender msgs/s with journal", j_send, "msgs/s")
     figures("sender slowdown by the journal", 100 * (1 - j_send / b_send), "%")
+    for name, who in (("S", "sender"), ("R", "receiver")):
+        b_cpu, j_cpu = min(x[3][name] for x in base), min(x[3][name] for x in jour)
+        figures(f"{who} CPU per message without journal (all threads)", b_cpu, "us")
+        figures(f"{who} CPU per message with journal (all threads)", j_cpu, "us")
+        figures(f"{who} CPU per message added by the journal", 100 * (j_cpu / b_cpu - 1), "%")
     figures("journal flush CPU per row (receiver)", min(x[2]["R"] for x in jour), "ns")
     figures("journal flush CPU per row (sender: sends and self-deliveries)", min(x[2]["S"] for x in jour), "ns")
     # no speed assertion (a noisy 2-core machine): the figures are what to look at; `make bench` measures the cost

@@ -330,9 +330,9 @@ cdef class RowBuffer:
             self._put(kind, &c, ts)
 
     def take(self, Py_ssize_t max_rows):
-        """The oldest rows (at most ``max_rows``) as ``(objects, ts, kind, view, columns)``: objects a dict (row
-        -> object) of the rows that are not messages, the rest numpy arrays; ``columns`` = ``(names, sender, dest, flags, size, hash, seq,
-        seq_valid)`` with ``names`` a copy of :attr:`names` (sender/dest -1: null)."""
+        """The oldest rows (at most ``max_rows``) as ``(objects, ts, kind, view, columns)``: ``objects`` maps the
+        rows that are not messages to their object, the rest are numpy arrays; ``columns`` = ``(names, sender,
+        dest, flags, size, hash, seq, seq_valid)`` with ``names`` a copy of :attr:`names` (sender/dest -1: null)."""
         cdef Py_ssize_t n = min(max_rows, self._n)
         ts = np.empty(n, np.int64)
         kind = np.empty(n, np.int8)

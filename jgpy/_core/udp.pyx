@@ -612,8 +612,9 @@ cdef class Bundler:
 
     :meth:`add` copies the entry into a ring of ``capacity`` bytes allocated once (its pages become
     resident as the ring wraps, so ``capacity`` is what it costs in RSS); ``max_entries`` bounds the
-    entries queued (0: ``capacity // 64``, at least 4096).  When the ring is full it waits, with the GIL released, for room (``blocked_adds``); waiting adders are served in
-    arrival order.  Entries from one thread are sent in the order they were added.  Entries added
+    entries queued (at most ``capacity``; 0: ``capacity // 64``, at least 4096).  When the ring or the
+    entry slots are full it waits, with the GIL released, for room (``blocked_adds``); waiting adders
+    are served in arrival order.  Entries from one thread are sent in the order they were added.  Entries added
     before :meth:`start` are queued and sent once it is called (an ``add`` that finds the ring full
     before ``start`` waits for it).
 
@@ -738,7 +739,7 @@ cdef class Bundler:
         self._max_entry = _MAX_UDP_PAYLOAD - self._prelen - self._suflen
         self._capacity = capacity
         # 0: entries of >= 64 bytes on average never wait for a slot
-        self._mcap = max_entries if max_entries > 0 else max(4096, capacity // 64)
+        self._mcap = min(max_entries, capacity) if max_entries > 0 else max(4096, capacity // 64)
         self._linger_ns = <uint64_t>linger_us * 1000
         self._max_delay_ns = <uint64_t>(max_delay_ms * 1e6)
         self._batch = batch

@@ -70,7 +70,7 @@ class UDP(TP):
             raise ConfigError(f"UDP mcast_addr {self.mcast_addr} is not a multicast address")
         if self.bundler_ring_size < 65536:
             raise ConfigError(f"UDP bundler_ring_size={self.bundler_ring_size}: the ring must hold the biggest "
-                              f"datagram, set it to at least 64K")
+                              f"datagram: set it to at least 65536")
         if self.bundler_capacity < 1:
             raise ConfigError(f"UDP bundler_capacity={self.bundler_capacity}: must be at least 1")
 
