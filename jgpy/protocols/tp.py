@@ -23,6 +23,7 @@ from jgpy._core.sendpath import TransportSend
 from jgpy._core.wire import utf_encode
 from jgpy.errors import IncompatibleVersionError, WireFormatError
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.executor import Wakeup
 from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_size, to_str
 from jgpy.stack.protocol import Protocol
@@ -42,29 +43,27 @@ class Loopback:
     def __init__(self, up: "TP", name: str) -> None:
         self.tp = up
         self._q: collections.deque = collections.deque()
-        self._cond = threading.Condition(threading.Lock())
-        self._waiting = False
+        self._wakeup = Wakeup()
         self._running = True
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def add(self, msg: Message) -> None:
-        self._q.append(msg)              # deque.append is atomic: no lock unless the thread must be woken
-        if self._waiting:
-            with self._cond:
-                self._cond.notify()
+        self._q.append(msg)              # deque.append is atomic: no lock; the thread is woken only if it sleeps
+        if self._wakeup.sleeping:
+            self._wakeup.wake()
+
+    def _has_work(self) -> bool:
+        return bool(self._q) or not self._running
 
     def _run(self) -> None:
         q, tp, popleft = self._q, self.tp, self._q.popleft
         while True:
             if not q:
-                with self._cond:
-                    self._waiting = True
-                    while not q and self._running:     # re-checked under the lock: add() notifies under it
-                        self._cond.wait()
-                    self._waiting = False
-                    if not q:
-                        return
+                if not self._running:
+                    return
+                self._wakeup.sleep_unless(self._has_work)
+                continue
             batch = [popleft() for _ in range(len(q))]
             try:
                 tp.up_prot.up_batch(batch)
@@ -73,9 +72,8 @@ class Loopback:
                 tp.log.exception("%s: loopback delivery of %d message(s) failed", tp.local_addr, len(batch))
 
     def stop(self, timeout: float = 2.0) -> None:
-        with self._cond:
-            self._running = False
-            self._cond.notify()
+        self._running = False
+        self._wakeup.wake()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 

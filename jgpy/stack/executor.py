@@ -5,8 +5,8 @@ and everything above them, the application's ``receive`` included, runs on this 
 never wait for the application. A second executor delivers OOB messages.
 
 The hand-over is on every message's path, so it is kept to C calls: ``submit`` appends to a deque and, only
-when the thread sleeps, releases a lock the thread is blocked on (a lock used as a binary semaphore; a
-``threading.Condition`` costs a few microseconds of Python per hand-over on each side).
+when the thread sleeps, wakes it (:class:`Wakeup`; a ``threading.Condition`` costs a few microseconds of Python
+per hand-over on each side).
 """
 
 from __future__ import annotations
@@ -19,13 +19,40 @@ from typing import Any, Callable
 log = logging.getLogger("jgpy.executor")
 
 
+class Wakeup:
+    """Sleep and wake-up of one consumer thread, for producers that make work visible with C calls (a deque).
+
+    A lock serves as a binary semaphore (taken: nothing pending). The consumer announces its sleep, then
+    checks for work once more and only then blocks; a producer appends first and then reads ``sleeping``, so
+    (the GIL orders both) either the consumer sees the work or the producer sees the sleeper and wakes it.
+    Hot paths test ``sleeping`` themselves and call :meth:`wake` only then."""
+
+    __slots__ = ("_lock", "sleeping")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.sleeping = False
+
+    def wake(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:             # already released, not yet taken by the consumer
+            pass
+
+    def sleep_unless(self, ready: Callable[[], Any]) -> None:
+        """Block until woken, unless ``ready()`` is true once the sleep is announced. May return spuriously."""
+        self.sleeping = True
+        if not ready():
+            self._lock.acquire()
+        self.sleeping = False
+
+
 class SerialExecutor:
     def __init__(self, name: str):
         self.name = name
         self._q: collections.deque = collections.deque()
-        self._wake = threading.Lock()
-        self._wake.acquire()             # taken = nothing to report; release() wakes the thread
-        self._sleeping = False           # the thread is (about to be) blocked on _wake
+        self._wakeup = Wakeup()
         self._running = True
         self._busy = False
         self._idle = threading.Condition()   # for drain() only
@@ -37,14 +64,8 @@ class SerialExecutor:
         if not self._running:
             return
         self._q.append((fn, args))
-        if self._sleeping:               # read after the append: see _run for why no wake-up is lost
-            self._signal()
-
-    def _signal(self) -> None:
-        try:
-            self._wake.release()
-        except RuntimeError:             # already released, not yet taken by the thread
-            pass
+        if self._wakeup.sleeping:        # read after the append (see Wakeup)
+            self._wakeup.wake()
 
     def in_thread(self) -> bool:
         return threading.current_thread() is self._thread
@@ -65,12 +86,10 @@ class SerialExecutor:
                     self._idle.notify_all()
             if not self._running:
                 return
-            # Announce the sleep, then look again: a submit() that appended before this store is seen by the
-            # check below; one that appends after it sees _sleeping and releases _wake (the GIL orders both).
-            self._sleeping = True
-            if not q and self._running:
-                self._wake.acquire()
-            self._sleeping = False
+            self._wakeup.sleep_unless(self._has_work)
+
+    def _has_work(self) -> bool:
+        return bool(self._q) or not self._running
 
     @property
     def pending(self) -> int:
@@ -91,6 +110,6 @@ class SerialExecutor:
         if not drain:
             self._q.clear()
         self._running = False
-        self._signal()
+        self._wakeup.wake()
         if not self.in_thread():
             self._thread.join(timeout)
