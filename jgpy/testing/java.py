@@ -7,7 +7,6 @@ Nodes are always reaped: use them as context managers, or call :meth:`JavaNode.c
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import json
 import logging
@@ -20,9 +19,10 @@ import sys
 import tempfile
 import threading
 import time
-import weakref
 from pathlib import Path
 from typing import Any, Callable
+
+from jgpy.tools.children import ChildProcesses
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ MAIN_CLASS = "org.jgpy.interop.JgpyNode"
 INSTALL_HINT = ("install the Java peer with: sudo apt-get install -y default-jdk-headless libjgroups-java "
                 "(or run `make test`, which does it when run as root)")
 
-_live_nodes: "weakref.WeakSet[HarnessNode]" = weakref.WeakSet()
+_live_nodes = ChildProcesses()
 _compile_lock = threading.Lock()
 
 
@@ -356,14 +356,3 @@ class PyNode(HarnessNode):
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=10)
-
-
-@atexit.register
-def _reap_all() -> None:
-    for node in list(_live_nodes):
-        try:
-            if node.proc.poll() is None:
-                node.proc.kill()
-                node.proc.wait(timeout=5)
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
-            pass

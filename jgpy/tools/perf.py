@@ -13,7 +13,6 @@ suite (``make bench``).
 from __future__ import annotations
 
 import argparse
-import atexit
 import itertools
 import json
 import logging
@@ -26,18 +25,18 @@ import tempfile
 import threading
 import time
 import uuid
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from jgpy.testing.java import (JGROUPS_JAR, REPO_ROOT, ensure_compiled, interop_classes_dir, java_unavailable_reason,
                                udp_props, unique_group)
+from jgpy.tools.children import ChildProcesses
 
 log = logging.getLogger("jgpy.perf")
 
 KINDS = {"J": "java", "P": "jgpy"}
-_live: "weakref.WeakSet[MemberProcess]" = weakref.WeakSet()
+_live = ChildProcesses()
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -223,17 +222,6 @@ class MemberProcess:
         try:
             os.unlink(self._log.name)
         except OSError:
-            pass
-
-
-@atexit.register
-def _reap_all() -> None:
-    for m in list(_live):
-        try:
-            if m.proc.poll() is None:
-                m.proc.kill()
-                m.proc.wait(timeout=5)
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
             pass
 
 
