@@ -134,6 +134,32 @@ def test_messages_kept_in_windows_cost_the_cycle_collector_nothing():
     assert got.get_header(15).seqno == 7 and kept[-1].get_header(15).seqno == 9999
 
 
+def test_header_objects_are_owned_exactly_once():
+    """Messages hold their header objects in C: put, replace, copy, remove and deallocation keep the counts right."""
+    import sys
+
+    from jgpy.headers import NakAckHeader
+    h1, h2 = NakAckHeader.msg(1), NakAckHeader.msg(2)
+    base1, base2 = sys.getrefcount(h1), sys.getrefcount(h2)
+    m = Message(None, b"x", None).put_header(15, h1)
+    assert sys.getrefcount(h1) == base1 + 1
+    copies = [m.copy() for _ in range(10)]
+    assert sys.getrefcount(h1) == base1 + 11
+    m.put_header(15, h2)                                 # replaced in place: h1 only held by the copies
+    assert sys.getrefcount(h1) == base1 + 10 and sys.getrefcount(h2) == base2 + 1
+    assert copies[0].remove_header(15) is h1 and copies[0].get_header(15) is None
+    assert sys.getrefcount(h1) == base1 + 9
+    del copies, m
+    assert sys.getrefcount(h1) == base1 and sys.getrefcount(h2) == base2
+    got = DIALECT.decode(Message, DIALECT.encode(Message(None, b"y", None).put_header(15, h1)))
+    built = got.get_header(15)                           # decoded once, then the same object
+    again = got.get_header(15)
+    assert again is built
+    del again
+    refs = sys.getrefcount(built)                        # built, the message, getrefcount's argument
+    assert refs == 3
+
+
 def test_python_registered_header_roundtrip():
     """The registration hook: a header class defined in Python, with Python read/write, rides in messages."""
     from jgpy._core.wire import Reader, Writer

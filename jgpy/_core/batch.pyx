@@ -134,8 +134,8 @@ def filter_transport(list msgs, int tp_id, bytes cluster_utf, object drop_src, b
         if idx < 0:
             no_hdr += 1
             continue
-        if m._objs is not None and m._objs[idx] is not None:
-            hdr = m._objs[idx]
+        hdr = m.built_header(idx)
+        if hdr is not None:
             if not isinstance(hdr, TpHeader) or utf_encode((<TpHeader>hdr).channel_name) != cluster_utf:
                 other += 1
                 continue

@@ -1187,8 +1187,8 @@ cdef class Dialect212(WireDialect):
             if m._h[i].id <= 0:
                 continue
             w.short(m._h[i].id)
-            if m._objs is not None and m._objs[i] is not None:
-                hdr = m._objs[i]
+            hdr = m.built_header(i)
+            if hdr is not None:
                 c = self.codec_for(hdr)
                 w.short(c.magic)
                 c.write(w, hdr)

@@ -1,4 +1,5 @@
 # The Message type: flags, addresses, a zero-copy payload window and headers that are decoded lazily.
+from cpython.object cimport PyObject
 from libc.stdint cimport int16_t, int32_t, uint8_t
 
 
@@ -7,6 +8,7 @@ cdef struct HdrRef:
     int16_t magic       # header class magic (from the wire); -1 when not known yet
     Py_ssize_t off      # start of the header body in Message._raw, or -1 when only the object exists
     Py_ssize_t end      # end of the header body in Message._raw
+    PyObject* obj       # the header object (a reference owned by the message), or NULL while only raw
 
 
 cdef enum:
@@ -32,7 +34,6 @@ cdef class Message:
     cdef HdrRef* _h
     cdef int _nh
     cdef int _cap
-    cdef list _objs                  # None, or one entry per header: the decoded object or None
 
     cdef int _reserve(self, int n) except -1
     cdef int _find(self, int16_t id)
@@ -40,6 +41,7 @@ cdef class Message:
     cdef int add_raw_header(self, int16_t id, int16_t magic, Py_ssize_t off, Py_ssize_t end) except -1
     cdef int set_raw(self, object raw, WireDialect dialect) except -1
     cdef object header(self, int16_t id)
+    cdef object built_header(self, int i)
     cdef int put(self, int16_t id, object hdr) except -1
     cdef int set_payload(self, object buf, Py_ssize_t off, Py_ssize_t length) except -1
 

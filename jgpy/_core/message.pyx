@@ -9,22 +9,12 @@ Headers keep insertion order, which is the wire order (top-most protocol first, 
 
 cimport cython
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF, Py_XINCREF
 from cpython.bytes cimport PyBytes_GET_SIZE
 from libc.string cimport memcpy
 
 _object_codec = None   # set by the default dialect: (object_to_buffer, object_from_buffer)
-
-
-cdef extern from "Python.h":
-    void PyObject_GC_UnTrack(void* op)
-
-
-cdef inline list _header_list(list objs):
-    """``objs``, taken out of the cycle collector's sight: a message's header list is referenced only by its
-    (untracked, ``no_gc``) message, so it cannot be part of a cycle the collector could break; tracked, the
-    list of every message held in a retransmission window would be traversed by each collection."""
-    PyObject_GC_UnTrack(<void*>objs)
-    return objs
 
 
 cdef class WireDialect:
@@ -48,7 +38,9 @@ def flags_to_string(int flags):
     return "|".join(names)
 
 
-@cython.no_gc          # no cycles can pass through it: not tracked by the cycle collector
+# Not tracked by the cycle collector: no cycle can pass through a message, and its header objects are held in
+# its C header array (no Python list per message), so a window of retained messages costs a collection nothing.
+@cython.no_gc
 cdef class Message:
     """A JGroups message (``org.jgroups.Message``).
 
@@ -81,6 +73,10 @@ cdef class Message:
             self.set_buffer(buf)
 
     def __dealloc__(self):
+        cdef int i
+        if self._h != NULL:
+            for i in range(self._nh):
+                Py_XDECREF(self._h[i].obj)
         if self._h != self._inline and self._h != NULL:
             PyMem_Free(self._h)
 
@@ -206,21 +202,23 @@ cdef class Message:
         self._h[self._nh].magic = magic
         self._h[self._nh].off = off
         self._h[self._nh].end = end
+        self._h[self._nh].obj = NULL
         self._nh += 1
-        if self._objs is not None:
-            self._objs.append(None)
         return 0
+
+    cdef object built_header(self, int i):
+        """Header ``i`` if its object exists (put, or decoded already), else None (it is still raw bytes)."""
+        if self._h[i].obj == NULL:
+            return None
+        return <object>self._h[i].obj
 
     cdef object _materialize(self, int i):
         cdef object hdr
-        if self._objs is not None:
-            hdr = self._objs[i]
-            if hdr is not None:
-                return hdr
-        else:
-            self._objs = _header_list([None] * self._nh)
+        if self._h[i].obj != NULL:
+            return <object>self._h[i].obj
         hdr = self._dialect.read_header_at(self._h[i].magic, self._raw, self._h[i].off, self._h[i].end)
-        self._objs[i] = hdr
+        Py_INCREF(hdr)
+        self._h[i].obj = <PyObject*>hdr
         return hdr
 
     cdef object header(self, int16_t id):
@@ -235,18 +233,20 @@ cdef class Message:
         if id <= 0:
             raise ValueError(f"protocol id {id} is invalid: Java drops headers with id <= 0")
         cdef int i = self._find(id)
-        if self._objs is None:
-            self._objs = _header_list([None] * self._nh)
+        cdef PyObject* old = NULL
         if i < 0:
             self._reserve(self._nh + 1)
             i = self._nh
             self._nh += 1
-            self._objs.append(None)
+        else:
+            old = self._h[i].obj
+        Py_INCREF(hdr)
         self._h[i].id = id
         self._h[i].magic = -1
         self._h[i].off = -1
         self._h[i].end = -1
-        self._objs[i] = hdr
+        self._h[i].obj = <PyObject*>hdr
+        Py_XDECREF(old)                  # last: its deallocation may run Python code
         return 0
 
     def put_header(self, int id, hdr):
@@ -274,12 +274,13 @@ cdef class Message:
         cdef int i = self._find(<int16_t>id)
         if i < 0:
             return None
-        hdr = self._materialize(i)
+        hdr = self._materialize(i)              # our own reference; the array's is dropped below
+        cdef PyObject* held = self._h[i].obj
         cdef int j
         for j in range(i, self._nh - 1):
             self._h[j] = self._h[j + 1]
         self._nh -= 1
-        del self._objs[i]
+        Py_XDECREF(held)
         return hdr
 
     @property
@@ -311,6 +312,7 @@ cdef class Message:
         """A new message with the same addresses and flags; payload window and header objects are shared
         (as in Java's ``Message.copy``), raw header bytes too."""
         cdef Message m = Message.__new__(Message)
+        cdef int i
         m.dest = self.dest
         m.src = self.src
         m.flags = self.flags
@@ -323,10 +325,10 @@ cdef class Message:
             m._reserve(self._nh)
             memcpy(m._h, self._h, self._nh * sizeof(HdrRef))
             m._nh = self._nh
+            for i in range(m._nh):
+                Py_XINCREF(m._h[i].obj)
             m._raw = self._raw
             m._dialect = self._dialect
-            if self._objs is not None:
-                m._objs = _header_list(list(self._objs))
         return m
 
     def __repr__(self):
