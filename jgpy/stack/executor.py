@@ -75,7 +75,10 @@ class SerialExecutor:
         while True:
             while q:
                 self._busy = True            # before the pop: drain() never sees an empty queue and no task
-                fn, args = q.popleft()
+                try:
+                    fn, args = q.popleft()
+                except IndexError:           # stop() cleared the queue meanwhile
+                    break
                 try:
                     fn(*args)
                 except Exception:  # noqa: BLE001 - a failing callback must not stop delivery
