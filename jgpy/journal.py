@@ -333,7 +333,7 @@ class JournalWriter:
                 self.flush(full_only=True)
 
     def flush(self, full_only: bool = False) -> None:
-        """Write the buffered rows as Parquet parts of at most ``row_group_size`` rows each; ``full_only``: only
+        """Write the buffered rows as Arrow parts of at most ``row_group_size`` rows each; ``full_only``: only
         whole row groups (at full rate, rows keep arriving while a part is written: chasing them with ever
         smaller parts would cost a few milliseconds per part)."""
         least = self.row_group_size if full_only else 1

@@ -35,4 +35,5 @@ cdef class RowBuffer:
     cdef int32_t _addr_index(self, object a) except -2
     cdef int _extract(self, Message m, _Cols* c) except -1
     cdef void _put(self, int kind, _Cols* c, int64_t ts) noexcept
+    cdef int _record(self, int kind, Message m, int64_t ts) except -1
     cdef int record_message(self, int kind, Message m) except -1

@@ -123,7 +123,7 @@ def monotonic_ns() -> int:
 # ---- names and ids ----
 
 cdef class _Names:
-    """Names of one flush as indices into a list (a dictionary column), with a cache of recent id names."""
+    """Names as indices into a list that only grows (a dictionary column), with a cache of recent id names."""
 
     def __cinit__(self):
         self.index = {}
@@ -178,6 +178,14 @@ cdef int _parse_id(const uint8_t* p, Py_ssize_t n, Py_ssize_t* name_len, int64_t
 
 # ---- the row buffer ----
 
+cdef void* _resized(void* p, size_t n) except NULL:
+    """``realloc`` that raises MemoryError (``p`` stays valid then)."""
+    cdef void* q = realloc(p, n)
+    if q == NULL:
+        raise MemoryError()
+    return q
+
+
 cdef class RowBuffer:
     """Rows in recording order: a timestamp, a kind, the view key and, for messages, their columns.
 
@@ -205,22 +213,11 @@ cdef class RowBuffer:
         cdef Py_ssize_t cap = self._cap * 2 if self._cap else 1024
         while cap < need:
             cap *= 2
-        cdef int64_t* ts = <int64_t*>realloc(self._ts, cap * sizeof(int64_t))
-        if ts == NULL:
-            raise MemoryError()
-        self._ts = ts
-        cdef int8_t* kind = <int8_t*>realloc(self._kind, cap * sizeof(int8_t))
-        if kind == NULL:
-            raise MemoryError()
-        self._kind = kind
-        cdef int32_t* view = <int32_t*>realloc(self._view, cap * sizeof(int32_t))
-        if view == NULL:
-            raise MemoryError()
-        self._view = view
-        cdef _Cols* cols = <_Cols*>realloc(self._cols, cap * sizeof(_Cols))
-        if cols == NULL:
-            raise MemoryError()
-        self._cols = cols
+        # each array keeps its old block until its own realloc succeeds: a MemoryError leaves the buffer usable
+        self._ts = <int64_t*>_resized(self._ts, cap * sizeof(int64_t))
+        self._kind = <int8_t*>_resized(self._kind, cap * sizeof(int8_t))
+        self._view = <int32_t*>_resized(self._view, cap * sizeof(int32_t))
+        self._cols = <_Cols*>_resized(self._cols, cap * sizeof(_Cols))
         self._cap = cap
         return 0
 
@@ -290,26 +287,28 @@ cdef class RowBuffer:
         self._cols[n] = c[0]
         self._n = n + 1
 
-    cdef int record_message(self, int kind, Message m) except -1:
-        """A message row (kind 0: deliver, 1: send) from C (JOURNAL's send path)."""
+    cdef int _record(self, int kind, Message m, int64_t ts) except -1:
         cdef _Cols c
         self._extract(m, &c)
         if self._n == self._cap:
             self._grow(self._n + 1)
-        self._put(kind, &c, _now())
+        self._put(kind, &c, ts)
         return 0
+
+    cdef int record_message(self, int kind, Message m) except -1:
+        """A message row (kind 0: deliver, 1: send) from C (JOURNAL's send path)."""
+        return self._record(kind, m, _now())
 
     def record(self, int kind, obj):
         """Record a row: kind 0 (deliver) and 1 (send) take a Message, other kinds keep ``obj``."""
         cdef _Cols c
         if kind <= 1:
-            self.record_message(kind, <Message?>obj)
+            self._record(kind, <Message?>obj, _now())
             return
-        else:
-            c.sender = c.dest = -1
-            c.flags = c.size = 0
-            c.hash = c.seq = 0
-            c.seq_ok = 0
+        c.sender = c.dest = -1
+        c.flags = c.size = 0
+        c.hash = c.seq = 0
+        c.seq_ok = 0
         if self._n == self._cap:
             self._grow(self._n + 1)
         self._specials.append((self._n, obj))
@@ -318,16 +317,12 @@ cdef class RowBuffer:
     def record_batch(self, int kind, list msgs):
         """Record one message row (kind 0 or 1) per message of ``msgs``, all with the same timestamp (a batch
         reaches the top of the stack at once)."""
-        cdef _Cols c
         cdef object m
         cdef int64_t ts = _now()
         if kind > 1:
             raise ValueError("record_batch records messages (kind 0 or 1)")
         for m in msgs:
-            self._extract(<Message?>m, &c)
-            if self._n == self._cap:
-                self._grow(self._n + 1)
-            self._put(kind, &c, ts)
+            self._record(kind, <Message?>m, ts)
 
     def take(self, Py_ssize_t max_rows):
         """The oldest rows (at most ``max_rows``) as ``(objects, ts, kind, view, columns)``: ``objects`` maps the

@@ -704,7 +704,8 @@ cdef class Bundler:
         self._sync_ok = True
 
     def __init__(self, sock, dest, prefix, suffix, *, Py_ssize_t max_size=64000, Py_ssize_t capacity=8 << 20,
-                 Py_ssize_t max_entries=0, long linger_us=100, double max_delay_ms=30.0, int batch=32, str name="jgpy-bundler"):
+                 Py_ssize_t max_entries=0, long linger_us=100, double max_delay_ms=30.0, int batch=32,
+                 str name="jgpy-bundler"):
         if self._ring != NULL:
             raise RuntimeError("Bundler.__init__ called twice: create a new Bundler instead")
         self._prefix = bytes(prefix)
