@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from jgpy.stack.executor import SerialExecutor
+from jgpy._core.sendpath import Handoff, Lock
+from jgpy.stack.executor import SerialExecutor, Wakeup
 
 
 def test_fifo_from_several_threads_and_no_lost_wakeups():
@@ -75,3 +76,93 @@ def test_stop_drops_or_runs_what_is_queued():
         assert ran == expect
         ex.submit(ran.append, 3)                 # after stop: ignored
         assert ran == expect
+
+
+def test_handoff_with_a_dozing_consumer_loses_nothing_and_keeps_order():
+    """The loopback's hand-off (C appends, take-all) with a consumer that dozes before it asks to be woken:
+    4 producers with pauses, every item arrives once, each producer's items in order, and the consumer
+    was woken far fewer times than items were put."""
+    wakeup = Wakeup()
+    wakes = [0]
+    real_wake = wakeup.wake
+
+    class CountingWakeup:                       # Handoff reads .sleeping and calls .wake()
+        @property
+        def sleeping(self) -> bool:
+            return wakeup.sleeping
+
+        def wake(self) -> None:
+            wakes[0] += 1
+            real_wake()
+
+    q = Handoff(CountingWakeup())
+    got: dict[int, list[int]] = {t: [] for t in range(4)}
+    stop = threading.Event()
+
+    def consumer() -> None:
+        while not (stop.is_set() and not len(q)):
+            if not len(q):
+                wakeup.sleep_unless(lambda: len(q) > 0 or stop.is_set(), 0.0001)
+                continue
+            for t, i in q.take():
+                got[t].append(i)
+
+    def producer(t: int) -> None:
+        for i in range(20_000):
+            q.add((t, i))
+            if i % 2_000 == 0:
+                time.sleep(0.002)               # the consumer empties the queue and sleeps
+
+    c = threading.Thread(target=consumer)
+    c.start()
+    producers = [threading.Thread(target=producer, args=(t,)) for t in range(4)]
+    try:
+        for p in producers:
+            p.start()
+        for p in producers:
+            p.join(60)
+    finally:
+        stop.set()
+        wakeup.wake()
+        c.join(10)
+    assert not c.is_alive()
+    assert all(got[t] == list(range(20_000)) for t in range(4))
+    assert wakes[0] < 20_000, wakes[0]
+
+
+def test_send_core_lock_excludes_and_never_blocks_holding_the_gil():
+    """sendpath.Lock: mutual exclusion between Python (with) users; a thread waiting for it lets others run."""
+    lock = Lock()
+    assert lock.acquire() is True
+    ran = threading.Event()
+    entered = threading.Event()
+
+    def waiter() -> None:
+        with lock:
+            entered.set()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    other = threading.Thread(target=ran.set)       # runs while the waiter blocks: the GIL is free
+    other.start()
+    assert ran.wait(5)
+    assert not entered.wait(0.1)
+    lock.release()
+    assert entered.wait(5)
+    t.join(5)
+    other.join(5)
+    counter = [0]
+
+    def bump() -> None:
+        for _ in range(20_000):
+            with lock:
+                v = counter[0]
+                time.sleep(0) if v % 5_000 == 0 else None
+                counter[0] = v + 1
+
+    threads = [threading.Thread(target=bump) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert counter[0] == 60_000

@@ -2,6 +2,8 @@
 from cpython.object cimport PyObject
 from libc.stdint cimport int16_t, int32_t, uint8_t
 
+from jgpy._core.wire cimport Writer
+
 
 cdef struct HdrRef:
     int16_t id          # protocol id
@@ -15,9 +17,14 @@ cdef enum:
     INLINE_HDRS = 6
 
 
+cdef class Message
+
+
 cdef class WireDialect:
-    """Base of a dialect: Message asks it to decode a header it kept as raw bytes."""
+    """Base of a dialect: Message asks it to decode a header it kept as raw bytes; the transport's send
+    path asks it to encode a message."""
     cdef object read_header_at(self, int magic, object raw, Py_ssize_t off, Py_ssize_t end)
+    cdef int write_message(self, Writer w, Message m, bint no_addrs, object list_src) except -1
 
 
 cdef class Message:

@@ -21,6 +21,9 @@ cdef class WireDialect:
     cdef object read_header_at(self, int magic, object raw, Py_ssize_t off, Py_ssize_t end):
         raise NotImplementedError
 
+    cdef int write_message(self, Writer w, Message m, bint no_addrs, object list_src) except -1:
+        raise NotImplementedError
+
 
 cdef Message new_message():
     return Message.__new__(Message)

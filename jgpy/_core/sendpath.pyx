@@ -10,10 +10,16 @@ waiting (fragmenting, blocking on credits, a first message to a new peer, a mess
 The next protocol is reached through the owner's ``down_prot.down_msg``, so Python protocols and cores mix freely.
 """
 
+from cpython.list cimport PyList_Append
+from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
+                               PyThread_acquire_lock, PyThread_release_lock, NOWAIT_LOCK, WAIT_LOCK)
 from libc.stdint cimport int64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
-from jgpy._core.message cimport Message
+from jgpy._core.message cimport Message, WireDialect
+from jgpy._core.tables cimport NakReceiverWindow
+from jgpy._core.udp cimport Bundler
+from jgpy._core.wire cimport Writer
 from jgpy._core.headers cimport NakAckHeader, UnicastHeader
 from jgpy._core.credits cimport CreditTable
 from jgpy._core.journalbuf cimport RowBuffer
@@ -36,6 +42,78 @@ cdef inline double monotonic_ms() noexcept nogil:
 def now_ms() -> float:
     """Monotonic milliseconds (CLOCK_MONOTONIC: the clock of ``time.monotonic`` and ``jgpy.stack.timer``)."""
     return monotonic_ms()
+
+
+cdef class Lock:
+    """A mutex that send cores take with C calls and Python code with ``with`` (as ``threading.Lock``).
+
+    Taken with the GIL held it never blocks holding the GIL: a try first, then a wait with the GIL released.
+    Not reentrant."""
+
+    cdef PyThread_type_lock _lock
+
+    def __cinit__(self):
+        self._lock = PyThread_allocate_lock()
+        if self._lock == NULL:
+            raise MemoryError("cannot allocate a lock")
+
+    def __dealloc__(self):
+        if self._lock != NULL:
+            PyThread_free_lock(self._lock)
+
+    cdef inline void take(self) noexcept:
+        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+            with nogil:
+                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+
+    cdef inline void give(self) noexcept:
+        PyThread_release_lock(self._lock)
+
+    def acquire(self) -> bool:
+        self.take()
+        return True
+
+    def release(self) -> None:
+        self.give()
+
+    def __enter__(self):
+        self.take()
+        return self
+
+    def __exit__(self, *exc):
+        self.give()
+        return False
+
+
+cdef class Handoff:
+    """Items passed from any thread to one consumer thread, taken all at once.
+
+    ``put`` (C) and ``add`` (Python) append; :meth:`take` returns everything added so far. ``wakeup`` is
+    the consumer's :class:`jgpy.stack.executor.Wakeup`: a put wakes it only when it sleeps."""
+
+    cdef list _items
+    cdef readonly object wakeup
+
+    def __init__(self, wakeup):
+        self._items = []
+        self.wakeup = wakeup
+
+    cdef inline int put(self, object item) except -1:
+        PyList_Append(self._items, item)        # no Python code runs in between: atomic under the GIL
+        if self.wakeup.sleeping:                # read after the append (see Wakeup)
+            self.wakeup.wake()
+        return 0
+
+    def add(self, item) -> None:
+        self.put(item)
+
+    def take(self) -> list:
+        items = self._items
+        self._items = []
+        return items
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 cdef class SendCore:
@@ -217,7 +295,7 @@ cdef class NakackSend(SendCore):
     """NAKACK's down path: number our multicasts, add the header, keep them for retransmission."""
 
     cdef public dict windows              # sender -> NakReceiverWindow (shared with the protocol)
-    cdef public object seqno_lock
+    cdef public Lock seqno_lock
     cdef public int64_t seqno
     cdef public bint running
     cdef public object local_addr
@@ -225,7 +303,7 @@ cdef class NakackSend(SendCore):
     cdef public object cannot_send        # (msg, reason): log and drop
     cdef public int64_t msgs_sent
 
-    def __init__(self, owner, int prot_id, dict windows, seqno_lock, cannot_send):
+    def __init__(self, owner, int prot_id, dict windows, Lock seqno_lock not None, cannot_send):
         self.owner = owner
         self.prot_id = prot_id
         self.windows = windows
@@ -234,6 +312,7 @@ cdef class NakackSend(SendCore):
 
     cpdef object down_msg(self, Message msg):
         cdef int64_t seq
+        cdef NakReceiverWindow win
         if msg.dest is not None or msg.flags & NO_RELIABILITY:
             return self._pass(msg)
         if not self.running:
@@ -242,20 +321,24 @@ cdef class NakackSend(SendCore):
         me = self.local_addr
         if me is None:
             me = self.local_addr = self.owner.local_addr
-        win = self.windows.get(me)
-        if win is None:
+        w = self.windows.get(me)
+        if w is None:
             self.cannot_send(msg, "no-own-window")
             return None
+        win = <NakReceiverWindow?>w
         if msg.src is None:
             msg.src = me
-        self.seqno_lock.acquire()
+        hdr = NakAckHeader.__new__(NakAckHeader)
+        (<NakAckHeader>hdr).type = NAKACK_MSG
+        self.seqno_lock.take()
         try:
             seq = self.seqno + 1
-            msg.put(self.prot_id, NakAckHeader(NAKACK_MSG, seq))
-            win.add(seq, msg, monotonic_ms())
+            (<NakAckHeader>hdr).seqno = seq
+            msg.put(self.prot_id, hdr)
+            win.c_add(seq, msg, monotonic_ms())
             self.seqno = seq
         finally:
-            self.seqno_lock.release()
+            self.seqno_lock.give()
         self.msgs_sent += 1
         return self._pass(msg)
 
@@ -266,16 +349,17 @@ cdef class NakackSend(SendCore):
 
 cdef class TransportSend(SendCore):
     """The transport's down path: TpHeader, src, a loopback copy of multicasts and of unicasts to
-    ourselves, then bundling (regular multicasts) or a datagram of its own (``send_single``, Python)."""
+    ourselves, then bundling (regular multicasts: encoded straight into the bundler's ring) or a datagram
+    of its own (``send_single``, Python)."""
 
     cdef public object tp_header          # None until connected
     cdef public int prot_id
     cdef public object local_addr
     cdef public bint loopback
-    cdef public object loopback_queue     # .add(msg), or None
+    cdef public Handoff loopback_queue    # or None
     cdef public bint enable_bundling
-    cdef public object bundler            # .add(entry bytes), or None
-    cdef public object dialect
+    cdef public Bundler bundler           # or None
+    cdef public WireDialect dialect
     cdef public object not_connected      # (msg): log and drop
     cdef public object send_single        # (msg, dest, multicast): encode and send one datagram
     cdef public object send_physical      # (msg): a message addressed to a physical address
@@ -283,6 +367,7 @@ cdef class TransportSend(SendCore):
     cdef public int64_t msgs_sent
     cdef public int64_t bytes_sent
     cdef public int64_t loopbacks
+    cdef Writer _spare                    # the entry writer, reused; a second thread meanwhile makes its own
 
     def __init__(self, owner, int prot_id, dialect, not_connected, send_single, send_physical, physical_type):
         self.owner = owner
@@ -296,6 +381,7 @@ cdef class TransportSend(SendCore):
     cpdef object down_msg(self, Message msg):
         cdef object dest
         cdef bint multicast
+        cdef Handoff lb
         if self.tp_header is None:
             self.not_connected(msg)
             return None
@@ -312,16 +398,31 @@ cdef class TransportSend(SendCore):
             self.loopbacks += 1
             lb = self.loopback_queue
             if lb is not None:
-                lb.add(msg.copy())
+                lb.put(msg.copy())
             if not multicast:
                 return None
         self.msgs_sent += 1
         self.bytes_sent += msg._len
         if multicast and self.enable_bundling and not (msg.flags & (OOB | DONT_BUNDLE)) and self.bundler is not None:
-            try:
-                self.bundler.add(self.dialect.encode_list_entry(msg, self.local_addr))
-            except RuntimeError:          # the bundler was stopped under us: we are disconnecting
-                pass
+            self._bundle(msg)
             return None
         self.send_single(msg, dest, multicast)
         return None
+
+    cdef int _bundle(self, Message msg) except -1:
+        """One bundle entry: the 0x01 "more" byte, then ``writeToNoAddrs(local_addr)``; a datagram is then
+        the bundler's prefix + entries + 0x00."""
+        cdef Writer w = self._spare
+        self._spare = None
+        if w is None:
+            w = Writer(128 + msg._len)
+        w._len = 0
+        w.byte(1)
+        self.dialect.write_message(w, msg, True, self.local_addr)
+        try:
+            self.bundler.add_raw(<const char*>w._buf, <size_t>w._len)
+        except RuntimeError:              # the bundler was stopped under us: we are disconnecting
+            pass
+        if w._cap <= 262144:              # keep a big one only once
+            self._spare = w
+        return 0

@@ -35,13 +35,22 @@ class Wakeup:
         self.sleeping = False
 
     def wake(self) -> None:
+        self.sleeping = False            # the producers that follow, until the consumer runs, need not wake it
         try:
             self._lock.release()
         except RuntimeError:             # already released, not yet taken by the consumer
             pass
 
-    def sleep_unless(self, ready: Callable[[], Any]) -> None:
-        """Block until woken, unless ``ready()`` is true once the sleep is announced. May return spuriously."""
+    def sleep_unless(self, ready: Callable[[], Any], doze: float = 0.0) -> None:
+        """Block until woken, unless ``ready()`` is true once the sleep is announced. May return spuriously.
+
+        ``doze`` > 0: first sleep that many seconds unannounced (producers do not wake the thread, so a
+        stream of work costs them no wake-up per item) and block only if there is still nothing to do.
+        """
+        if doze > 0.0:
+            self._lock.acquire(timeout=doze)
+            if ready():
+                return
         self.sleeping = True
         if not ready():
             self._lock.acquire()

@@ -20,7 +20,7 @@ from typing import Any
 from jgpy._core.headers import NakAckHeader
 from jgpy._core.message import Message
 from jgpy._core.recvpath import NakackReceive
-from jgpy._core.sendpath import NakackSend
+from jgpy._core.sendpath import Lock, NakackSend
 from jgpy._core.tables import NakReceiverWindow
 from jgpy._core.types import Digest
 from jgpy.stack.events import Event, EventType
@@ -72,7 +72,7 @@ class NAKACK(Protocol):
     def __init__(self) -> None:
         super().__init__()
         self.windows: dict[Any, NakReceiverWindow] = {}
-        self._seqno_lock = threading.Lock()
+        self._seqno_lock = Lock()
         # the send path is the C core NakackSend (jgpy/_core/sendpath.pyx): it numbers our multicasts under
         # _seqno_lock and keeps them in our own window of `windows` (the same dict)
         self._send = NakackSend(self, 0, self.windows, self._seqno_lock, self._cannot_send)
