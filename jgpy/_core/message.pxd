@@ -25,6 +25,7 @@ cdef class WireDialect:
     path asks it to encode a message."""
     cdef object read_header_at(self, int magic, object raw, Py_ssize_t off, Py_ssize_t end)
     cdef int write_message(self, Writer w, Message m, bint no_addrs, object list_src) except -1
+    cdef int write_single(self, Writer w, Message m, bint multicast) except -1
 
 
 cdef class Message:

@@ -24,6 +24,9 @@ cdef class WireDialect:
     cdef int write_message(self, Writer w, Message m, bint no_addrs, object list_src) except -1:
         raise NotImplementedError
 
+    cdef int write_single(self, Writer w, Message m, bint multicast) except -1:
+        raise NotImplementedError
+
 
 cdef Message new_message():
     return Message.__new__(Message)

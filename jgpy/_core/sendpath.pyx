@@ -18,7 +18,7 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from jgpy._core.message cimport Message, WireDialect
 from jgpy._core.tables cimport NakReceiverWindow
-from jgpy._core.udp cimport Bundler
+from jgpy._core.udp cimport Bundler, DatagramSender
 from jgpy._core.wire cimport Writer
 from jgpy._core.headers cimport NakAckHeader, UnicastHeader
 from jgpy._core.credits cimport CreditTable
@@ -349,8 +349,9 @@ cdef class NakackSend(SendCore):
 
 cdef class TransportSend(SendCore):
     """The transport's down path: TpHeader, src, a loopback copy of multicasts and of unicasts to
-    ourselves, then bundling (regular multicasts: encoded straight into the bundler's ring) or a datagram
-    of its own (``send_single``, Python)."""
+    ourselves, then bundling (regular multicasts: encoded straight into the bundler's ring), a datagram to
+    a member whose physical address is known (encoded and sent from C when the transport gave us its
+    ``ucast_sender`` and ``physical_cache``), or else ``send_single`` (Python)."""
 
     cdef public object tp_header          # None until connected
     cdef public int prot_id
@@ -367,7 +368,10 @@ cdef class TransportSend(SendCore):
     cdef public int64_t msgs_sent
     cdef public int64_t bytes_sent
     cdef public int64_t loopbacks
-    cdef Writer _spare                    # the entry writer, reused; a second thread meanwhile makes its own
+    cdef public DatagramSender ucast_sender   # or None
+    cdef public dict physical_cache       # logical -> physical address (the transport's; read-only here)
+    cdef public object unicast_failed     # (OSError, size, physical): log
+    cdef Writer _spare                    # the encoding writer, reused; a second thread meanwhile makes its own
 
     def __init__(self, owner, int prot_id, dialect, not_connected, send_single, send_physical, physical_type):
         self.owner = owner
@@ -406,23 +410,45 @@ cdef class TransportSend(SendCore):
         if multicast and self.enable_bundling and not (msg.flags & (OOB | DONT_BUNDLE)) and self.bundler is not None:
             self._bundle(msg)
             return None
+        if not multicast and self.ucast_sender is not None and self.physical_cache is not None:
+            physical = self.physical_cache.get(dest)
+            if physical is not None:
+                self._send_unicast(msg, physical)
+                return None
         self.send_single(msg, dest, multicast)
         return None
 
-    cdef int _bundle(self, Message msg) except -1:
-        """One bundle entry: the 0x01 "more" byte, then ``writeToNoAddrs(local_addr)``; a datagram is then
-        the bundler's prefix + entries + 0x00."""
+    cdef inline Writer _writer(self, Message msg):
         cdef Writer w = self._spare
         self._spare = None
         if w is None:
             w = Writer(128 + msg._len)
         w._len = 0
+        return w
+
+    cdef inline void _keep(self, Writer w) noexcept:
+        if w._cap <= 262144:              # a writer grown for a huge message is not kept
+            self._spare = w
+
+    cdef int _send_unicast(self, Message msg, object physical) except -1:
+        cdef Writer w = self._writer(msg)
+        self.dialect.write_single(w, msg, False)
+        try:
+            self.ucast_sender.send_raw(<const char*>w._buf, <size_t>w._len, physical)
+        except OSError as e:
+            self.unicast_failed(e, w._len, physical)
+        self._keep(w)
+        return 0
+
+    cdef int _bundle(self, Message msg) except -1:
+        """One bundle entry: the 0x01 "more" byte, then ``writeToNoAddrs(local_addr)``; a datagram is then
+        the bundler's prefix + entries + 0x00."""
+        cdef Writer w = self._writer(msg)
         w.byte(1)
         self.dialect.write_message(w, msg, True, self.local_addr)
         try:
             self.bundler.add_raw(<const char*>w._buf, <size_t>w._len)
         except RuntimeError:              # the bundler was stopped under us: we are disconnecting
             pass
-        if w._cap <= 262144:              # keep a big one only once
-            self._spare = w
+        self._keep(w)
         return 0

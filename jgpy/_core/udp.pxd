@@ -150,3 +150,12 @@ cdef class Bundler:
         self._dg_len[ndg[0]] = length
         self._dg_cnt[ndg[0]] = cnt
         ndg[0] += 1
+
+
+cdef class DatagramSender:
+    cdef object _sock
+    cdef int _fd
+    cdef dict _addrs        # dest key -> bytes holding a sockaddr_storage + length
+
+    cdef bytes _addr_of(self, object dest)
+    cdef Py_ssize_t send_raw(self, const char* buf, size_t n, object dest) except -1

@@ -1170,10 +1170,6 @@ cdef class DatagramSender:
     thread takes the GIL and the sender waits to get it back). Only when the socket buffer is full does it
     wait for room, with the GIL released. Errors raise OSError with the kernel's errno."""
 
-    cdef object _sock
-    cdef int _fd
-    cdef dict _addrs        # dest key -> bytes holding a sockaddr_storage + length
-
     def __init__(self, sock):
         self._sock = sock
         self._fd = _sock_fd(sock)
@@ -1184,7 +1180,7 @@ cdef class DatagramSender:
         cdef socklen_t sl = 0
         cdef bytes blob = self._addrs.get(dest)
         if blob is None:
-            _fill_sockaddr(self._sock, dest, &ss, &sl)
+            _fill_sockaddr(self._sock, dest if type(dest) is tuple else dest.sockaddr(), &ss, &sl)
             blob = PyBytes_FromStringAndSize(<char*>&ss, sl)
             if len(self._addrs) > 4096:
                 self._addrs.clear()
@@ -1192,31 +1188,37 @@ cdef class DatagramSender:
         return blob
 
     def send(self, data, dest):
-        """Send ``data`` (bytes-like) to ``dest`` = (host, port[, flowinfo, scope_id])."""
+        """Send ``data`` (bytes-like) to ``dest`` = (host, port[, flowinfo, scope_id]), or to an object
+        whose ``sockaddr()`` returns such a tuple (an IpAddress)."""
         cdef Py_buffer view
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            return self.send_raw(<const char*>view.buf, <size_t>view.len, dest)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef Py_ssize_t send_raw(self, const char* buf, size_t n, object dest) except -1:
+        """:meth:`send` of ``n`` bytes at ``buf`` (the C entry point; the caller keeps them valid: the GIL
+        is released while it waits for room)."""
         cdef bytes blob = self._addr_of(dest)
         cdef const sockaddr* sa = <const sockaddr*><const char*>blob
         cdef socklen_t sl = <socklen_t>len(blob)
         cdef ssize_t rc
         cdef int err = 0
         cdef int tries = 0
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        try:
-            rc = c_sendto(self._fd, view.buf, <size_t>view.len, MSG_DONTWAIT, sa, sl)
-            if rc < 0:
-                err = errno
-            while rc < 0 and (err == EAGAIN or err == ENOBUFS or err == EINTR) and tries < 50:   # <= ~5 s
-                tries += 1
-                with nogil:
-                    if _wait_writable(self._fd, 100) != 0:
-                        err = EBADF                                 # the socket was closed meanwhile
-                    else:
-                        rc = c_sendto(self._fd, view.buf, <size_t>view.len, MSG_DONTWAIT, sa, sl)
-                        err = errno if rc < 0 else 0
-                if rc < 0 and err == EBADF:
-                    break
-            if rc < 0:
-                raise OSError(err, os.strerror(err))
-            return rc
-        finally:
-            PyBuffer_Release(&view)
+        rc = c_sendto(self._fd, buf, n, MSG_DONTWAIT, sa, sl)
+        if rc < 0:
+            err = errno
+        while rc < 0 and (err == EAGAIN or err == ENOBUFS or err == EINTR) and tries < 50:   # <= ~5 s
+            tries += 1
+            with nogil:
+                if _wait_writable(self._fd, 100) != 0:
+                    err = EBADF                                 # the socket was closed meanwhile
+                else:
+                    rc = c_sendto(self._fd, buf, n, MSG_DONTWAIT, sa, sl)
+                    err = errno if rc < 0 else 0
+            if rc < 0 and err == EBADF:
+                break
+        if rc < 0:
+            raise OSError(err, os.strerror(err))
+        return rc

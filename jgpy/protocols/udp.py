@@ -85,6 +85,9 @@ class UDP(TP):
         self.mcast_sock = self._multicast_socket(bind, family)
         self._ucast_sender = DatagramSender(self.ucast_sock)
         self._mcast_sender = DatagramSender(self.mcast_sock)
+        core = self._send_core            # unicasts to known members are encoded and sent from C
+        core.ucast_sender, core.physical_cache, core.unicast_failed = (self._ucast_sender, self.logical_addr_cache,
+                                                                       self._unicast_failed)
         self._mcast_dest = (self.mcast_addr, self.mcast_port)
         self._loops = [
             DatagramLoop(self.ucast_sock, functools.partial(self.receive_datagrams, multicast=False),
@@ -183,7 +186,7 @@ class UDP(TP):
     def stop(self) -> None:
         super().stop()
         self._ucast_sender = self._mcast_sender = None
-        self._send_core.bundler = None
+        self._send_core.bundler = self._send_core.ucast_sender = None
         if self._bundler is not None:
             self._bundler.stop()
             self._bundler = None
@@ -214,10 +217,13 @@ class UDP(TP):
         if sender is None:
             return
         try:
-            sender.send(data, dest.sockaddr())
+            sender.send(data, dest)
         except OSError as e:
-            self._rl.error(f"ucast-send-{dest}", "%s: unicast of %d bytes to %s failed: %s", self.local_addr,
-                           len(data), dest, e)
+            self._unicast_failed(e, len(data), dest)
+
+    def _unicast_failed(self, e: OSError, size: int, dest: IpAddress) -> None:
+        self._rl.error(f"ucast-send-{dest}", "%s: unicast of %d bytes to %s failed: %s", self.local_addr, size,
+                       dest, e)
 
     def bundle(self, entry: bytes) -> None:
         b = self._bundler

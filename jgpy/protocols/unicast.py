@@ -135,6 +135,7 @@ class UNICAST(Protocol):
         if mine:
             deliver: list = []
             oob: list = []
+            acks: dict = {}
             for msg in mine:
                 if msg.dest is None or msg.flags & NO_RELIABILITY:
                     rest.append(msg)
@@ -142,13 +143,15 @@ class UNICAST(Protocol):
                 hdr = msg.get_header(self.id)
                 t = hdr.type
                 if t == DATA:
-                    self._handle_data(msg.src, hdr.seqno, hdr.conn_id, hdr.first, msg, deliver, oob)
+                    self._handle_data(msg.src, hdr.seqno, hdr.conn_id, hdr.first, msg, deliver, oob, acks)
                 elif t == ACK:
                     self._handle_ack(msg.src, hdr.seqno)
                 elif t == SEND_FIRST_SEQNO:
                     self._resend_first(msg.src)
                 else:
                     self._rl.error("bad-type", "UnicastHeader type %s not known", t)
+            for sender, seq in acks.items():     # one cumulative ACK per sender and batch, sent before the
+                self._send_ack(sender, seq)      # hand-off (the woken delivery thread needs the GIL)
             if deliver:
                 self.stack.deliver(self.up_prot, deliver)
             if oob:
@@ -156,7 +159,10 @@ class UNICAST(Protocol):
         if rest:
             self.up_prot.up_batch(rest)
 
-    def _handle_data(self, sender, seq: int, conn_id: int, first: bool, msg: Message, deliver: list, oob: list) -> None:
+    def _handle_data(self, sender, seq: int, conn_id: int, first: bool, msg: Message, deliver: list, oob: list,
+                     acks: dict) -> None:
+        """Add a data message to the sender's window; what became deliverable goes to ``deliver`` (OOB
+        messages to ``oob`` at once), and the seqno to acknowledge to ``acks[sender]`` (the highest)."""
         self.counters["msgs_received"] += 1
         with self._lock:
             entry = self.recv_table.get(sender)
@@ -183,13 +189,13 @@ class UNICAST(Protocol):
         if entry is None:
             self._send_first_seqno_request(sender)
             return
-        if result == -1:
+        if result == -1:                 # already delivered: ack it again (our ACK may have been lost)
             self.counters["duplicates"] += 1
-            self._send_ack(sender, seq)
+            highest = max(highest, seq)
         elif result == 0:
             self.counters["duplicates"] += 1
-        if highest > 0:
-            self._send_ack(sender, highest)
+        if highest > acks.get(sender, 0):
+            acks[sender] = highest
 
     def _handle_ack(self, sender, seq: int) -> None:
         with self._lock:
