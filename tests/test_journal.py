@@ -163,7 +163,7 @@ def test_a_killed_writer_leaves_only_whole_parts(tmp_path):
     assert res.returncode == -signal.SIGKILL, res.stderr
     written = int(res.stdout.split()[0])
     mdir = member_dir(tmp_path, "K")
-    assert len(list(mdir.glob("part-*.arrow"))) >= 4 and not list(mdir.glob("part-*.parquet"))   # killed: Arrow
+    assert len(list(mdir.glob("part-*.npz"))) >= 4 and not list(mdir.glob("part-*.parquet"))   # killed: raw parts
     assert not list(mdir.glob(".*"))                                      # no temp files left
     from jgpy.analysis.load import discover
     run = discover(tmp_path)                                              # converts them to Parquet
@@ -171,18 +171,18 @@ def test_a_killed_writer_leaves_only_whole_parts(tmp_path):
     t, files = _read(mdir)
     assert t.num_rows == written == 3001                                 # open + 3000 blocks; the rest was lost
     assert "close" not in t.column("kind").to_pylist()
-    assert json.loads((mdir / META_FILE).read_text())["closed"] is False and not list(mdir.glob("part-*.arrow"))
-    # a truncated Arrow part is named
+    assert json.loads((mdir / META_FILE).read_text())["closed"] is False and not list(mdir.glob("part-*.npz"))
+    # a truncated raw part is named
     w = JournalWriter(tmp_path / "t", "T", row_group_size=10)
     w.other("block")
     w.flush()
     tdir = member_dir(tmp_path / "t", "T")
-    data = (tdir / "part-00000.arrow").read_bytes()
+    data = (tdir / "part-00000.npz").read_bytes()
     w.close()                                                             # converted to Parquet at close
-    assert (tdir / "part-00000.parquet").is_file() and not list(tdir.glob("part-*.arrow"))
+    assert (tdir / "part-00000.parquet").is_file() and not list(tdir.glob("part-*.npz"))
     (tdir / "part-00000.parquet").unlink()
-    (tdir / "part-00000.arrow").write_bytes(data[:50])
-    with pytest.raises(JournalError, match=r"part-00000\.arrow: not a readable Arrow journal part"):
+    (tdir / "part-00000.npz").write_bytes(data[:50])
+    with pytest.raises(JournalError, match=r"part-00000\.npz: not a readable raw journal part"):
         discover(tmp_path / "t")
 
 
