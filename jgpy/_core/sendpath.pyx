@@ -328,12 +328,12 @@ cdef class NakackSend(SendCore):
         win = <NakReceiverWindow?>w
         if msg.src is None:
             msg.src = me
-        hdr = NakAckHeader.__new__(NakAckHeader)
-        (<NakAckHeader>hdr).type = NAKACK_MSG
+        cdef NakAckHeader hdr = NakAckHeader.__new__(NakAckHeader)
+        hdr.type = NAKACK_MSG
         self.seqno_lock.take()
         try:
             seq = self.seqno + 1
-            (<NakAckHeader>hdr).seqno = seq
+            hdr.seqno = seq
             msg.put(self.prot_id, hdr)
             win.c_add(seq, msg, monotonic_ms())
             self.seqno = seq

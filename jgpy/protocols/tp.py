@@ -51,9 +51,6 @@ class Loopback:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def add(self, msg: Message) -> None:
-        self.queue.add(msg)
-
     def _has_work(self) -> bool:
         return len(self.queue) > 0 or not self._running
 
