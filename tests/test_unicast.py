@@ -57,3 +57,23 @@ def test_a_gap_holds_back_the_ack_and_duplicates_are_acked_again(stack):
     stack.tp.inject([data(stack, p, 1)])              # only a duplicate: acked again on its own
     assert acks_to(stack, p) == [1]
     assert stack.prot.counters["duplicates"] == 2
+
+
+def ack(s: FakeStack, src, seqno: int) -> Message:
+    m = Message(s.local_addr, None, src)
+    m.put_header(s.prot.id, UnicastHeader(ACK, seqno))
+    return m
+
+
+def test_acks_of_a_batch_release_up_to_the_highest(stack):
+    """A batch with several (cumulative) ACKs from one receiver releases everything up to the highest; each
+    ACK is counted."""
+    p = UUID.random()
+    for i in range(10):
+        stack.send(Message(p, f"{i}".encode()))
+    stats = stack.prot.dump_stats
+    assert stats()["unacked"] == 10
+    stack.tp.inject([ack(stack, p, 3), ack(stack, p, 7), ack(stack, p, 5)])
+    assert stats()["unacked"] == 3 and stats()["acks_received"] == 3
+    stack.tp.inject([ack(stack, p, 10)])
+    assert stats()["unacked"] == 0

@@ -135,7 +135,8 @@ class UNICAST(Protocol):
         if mine:
             deliver: list = []
             oob: list = []
-            acks: dict = {}
+            acks: dict = {}                      # sender -> seqno we acknowledge
+            acked: dict = {}                     # receiver -> highest seqno it acknowledged
             for msg in mine:
                 if msg.dest is None or msg.flags & NO_RELIABILITY:
                     rest.append(msg)
@@ -144,12 +145,16 @@ class UNICAST(Protocol):
                 t = hdr.type
                 if t == DATA:
                     self._handle_data(msg.src, hdr.seqno, hdr.conn_id, hdr.first, msg, deliver, oob, acks)
-                elif t == ACK:
-                    self._handle_ack(msg.src, hdr.seqno)
+                elif t == ACK:                   # cumulative: only the highest of a batch matters
+                    self.counters["acks_received"] += 1
+                    if hdr.seqno > acked.get(msg.src, 0):
+                        acked[msg.src] = hdr.seqno
                 elif t == SEND_FIRST_SEQNO:
                     self._resend_first(msg.src)
                 else:
                     self._rl.error("bad-type", "UnicastHeader type %s not known", t)
+            if acked:
+                self._handle_acks(acked)
             for sender, seq in acks.items():     # one cumulative ACK per sender and batch, sent before the
                 self._send_ack(sender, seq)      # hand-off (the woken delivery thread needs the GIL)
             if deliver:
@@ -197,12 +202,12 @@ class UNICAST(Protocol):
         if highest > acks.get(sender, 0):
             acks[sender] = highest
 
-    def _handle_ack(self, sender, seq: int) -> None:
+    def _handle_acks(self, acked: dict) -> None:
         with self._lock:
-            entry = self.send_table.get(sender)
-            if entry is not None:
-                entry.win.ack(seq)
-        self.counters["acks_received"] += 1
+            for sender, seq in acked.items():
+                entry = self.send_table.get(sender)
+                if entry is not None:
+                    entry.win.ack(seq)
 
     def _resend_first(self, sender) -> None:
         self.counters["first_seqno_requests_received"] += 1
