@@ -9,6 +9,15 @@ from jgpy._core.sendpath import Handoff, Lock
 from jgpy.stack.executor import SerialExecutor, Wakeup
 
 
+def run_threads(target, n: int, timeout: float = 60.0) -> None:
+    """Run ``target(0)`` ... ``target(n - 1)`` on threads of their own and wait (bounded) until they end."""
+    threads = [threading.Thread(target=target, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout)
+
+
 def test_fifo_from_several_threads_and_no_lost_wakeups():
     """4 threads submit 20,000 tasks each, with pauses that let the executor fall asleep between bursts: every
     task runs once, each thread's tasks in submission order, and drain() returns only when all have run."""
@@ -24,12 +33,8 @@ def test_fifo_from_several_threads_and_no_lost_wakeups():
             if i % 997 == 0:
                 time.sleep(0.001)                # the executor empties its queue and sleeps
 
-    threads = [threading.Thread(target=producer, args=(t,)) for t in range(4)]
     try:
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(60)
+        run_threads(producer, 4)
         assert ex.drain(timeout=30)
         assert all(seen[t] == list(range(20_000)) for t in range(4))
         # one task after a pause: the sleeping thread is woken for it
@@ -115,12 +120,8 @@ def test_handoff_with_a_dozing_consumer_loses_nothing_and_keeps_order():
 
     c = threading.Thread(target=consumer)
     c.start()
-    producers = [threading.Thread(target=producer, args=(t,)) for t in range(4)]
     try:
-        for p in producers:
-            p.start()
-        for p in producers:
-            p.join(60)
+        run_threads(producer, 4)
     finally:
         stop.set()
         wakeup.wake()
@@ -160,9 +161,5 @@ def test_send_core_lock_excludes_and_never_blocks_holding_the_gil():
                 time.sleep(0) if v % 5_000 == 0 else None
                 counter[0] = v + 1
 
-    threads = [threading.Thread(target=bump) for _ in range(3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(60)
+    run_threads(lambda _t: bump(), 3)
     assert counter[0] == 60_000

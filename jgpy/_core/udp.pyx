@@ -141,7 +141,6 @@ cdef inline int _wait_writable(int fd, int timeout_ms) noexcept nogil:
     return 0
 
 
-
 cdef inline bint _rl_should_log(_RateLimit* rl, uint64_t* suppressed) noexcept nogil:
     """True if a line may be logged now; ``suppressed`` receives the count to report with it."""
     cdef uint64_t now = _now_ns()
@@ -654,17 +653,14 @@ cdef class Bundler:
         free(self._dg_cnt)
         free(self._dg_state)
 
-    # -- locking with the GIL held -------------------------------------------------------------------
-
-
+    # -- locking with the GIL held: _lock/_unlock (inline, in udp.pxd) ------------------------------
 
     cdef int _check_ready(self) except -1:
         if self._ring == NULL:
             raise RuntimeError("Bundler was not initialised")
         return 0
 
-    # -- producer side -------------------------------------------------------------------------------
-
+    # -- producer side (_has_room: inline, in udp.pxd) ------------------------------------------------
 
     cdef void _put(self, const char* data, size_t n) noexcept nogil:
         """Copies one entry into the ring (mutex held, room checked)."""
@@ -868,7 +864,6 @@ cdef class Bundler:
         with nogil:
             self._sender_loop()
         _rl_report_suppressed(&self._rl, self._name)
-
 
     cdef void _sender_loop(self) noexcept nogil:
         cdef uint64_t scan_pos, scan_cnt, wc, length, now, deadline
