@@ -89,11 +89,18 @@ def overhead(count: int, reps: int) -> dict:
     b_r, j_r = med([x[0] for x in base]), med([x[0] for x in jour])
     b_s, j_s = med([x[1] for x in base]), med([x[1] for x in jour])
     cpu = {k: (med([x[3][k] for x in base]), med([x[3][k] for x in jour])) for k in ("S", "R")}
+    # the journal's own cost, measured where it runs: rows per message x (sampled recording + writer thread)
+    own = {k: med([x[2][k]["rows"] * (x[2][k]["record"] + x[2][k]["flush"]) / 1e3 for x in jour]) for k in ("S", "R")}
     return {"messages": count, "reps": reps, "receiver_msgs_per_s": b_r, "receiver_msgs_per_s_journal": j_r,
             "receiver_slowdown_pct": 100 * (1 - j_r / b_r), "sender_msgs_per_s": b_s, "sender_msgs_per_s_journal": j_s,
             "sender_slowdown_pct": 100 * (1 - j_s / b_s),
-            "flush_cpu_ns_per_row_receiver": med([x[2]["R"] for x in jour]),
-            "flush_cpu_ns_per_row_sender": med([x[2]["S"] for x in jour]),
+            "flush_cpu_ns_per_row_receiver": med([x[2]["R"]["flush"] for x in jour]),
+            "flush_cpu_ns_per_row_sender": med([x[2]["S"]["flush"] for x in jour]),
+            "record_ns_per_row_receiver": med([x[2]["R"]["record"] for x in jour]),
+            "record_ns_per_row_sender": med([x[2]["S"]["record"] for x in jour]),
+            "journal_us_per_msg_receiver": own["R"], "journal_us_per_msg_sender": own["S"],
+            "journal_cost_pct_receiver": 100 * own["R"] / cpu["R"][0],
+            "journal_cost_pct_sender": 100 * own["S"] / cpu["S"][0],
             "sender_cpu_us_per_msg": cpu["S"][0], "sender_cpu_us_per_msg_journal": cpu["S"][1],
             "sender_cpu_added_pct": 100 * (cpu["S"][1] / cpu["S"][0] - 1),
             "receiver_cpu_us_per_msg": cpu["R"][0], "receiver_cpu_us_per_msg_journal": cpu["R"][1],
@@ -159,11 +166,18 @@ def main(argv: list[str] | None = None) -> dict:
                  f"{ov['sender_msgs_per_s_journal']:,.0f} msgs/s ({ov['sender_slowdown_pct']:+.1f} %); CPU per "
                  f"message: sender {ov['sender_cpu_us_per_msg']:.2f} -> {ov['sender_cpu_us_per_msg_journal']:.2f} us, "
                  f"receiver {ov['receiver_cpu_us_per_msg']:.2f} -> {ov['receiver_cpu_us_per_msg_journal']:.2f} us")
+        progress(f"  the journal's own cost (sampled recording + writer thread): receiver "
+                 f"{ov['journal_us_per_msg_receiver'] * 1e3:.0f} ns a message ({ov['journal_cost_pct_receiver']:.1f} % "
+                 f"of its CPU), sender {ov['journal_us_per_msg_sender'] * 1e3:.0f} ns "
+                 f"({ov['journal_cost_pct_sender']:.1f} %)")
         out.update(journal_receiver_slowdown_pct=ov["receiver_slowdown_pct"],
                    journal_sender_slowdown_pct=ov["sender_slowdown_pct"],
                    journal_flush_cpu_ns_per_row=ov["flush_cpu_ns_per_row_receiver"],
                    journal_sender_cpu_added_pct=ov["sender_cpu_added_pct"],
-                   journal_receiver_cpu_added_pct=ov["receiver_cpu_added_pct"])
+                   journal_receiver_cpu_added_pct=ov["receiver_cpu_added_pct"],
+                   journal_cost_pct_receiver=ov["journal_cost_pct_receiver"],
+                   journal_cost_pct_sender=ov["journal_cost_pct_sender"],
+                   journal_record_ns_per_row=ov["record_ns_per_row_receiver"])
         out["overhead"] = ov
     return out
 

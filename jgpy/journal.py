@@ -6,16 +6,16 @@ under one run directory, one sub-directory per member::
     RUN_DIR/member=<name>/_journal.json        meta data: implementation, stack, clock, parts, closed
     RUN_DIR/member=<name>/part-00000.parquet   one row group each
     RUN_DIR/member=<name>/part-00001.parquet   ...
-    RUN_DIR/member=<name>/part-00002.npz       (while the member runs, or after it was killed: converted on ingest)
+    RUN_DIR/member=<name>/part-00002.rows      (while the member runs, or after it was killed: converted on ingest)
     RUN_DIR/member=<name>/part-00000.jsonl     (the Java harness: JSON lines, converted on ingest)
     RUN_DIR/member=<name>/_crash.json          (written by a test driver that killed the member)
 
 Rows are buffered in memory and written as one part per ``row_group_size`` rows or per ``flush_interval``
 seconds by a background thread, atomically (tmp + rename), so a member that is killed loses at most its last
-unwritten rows and never leaves a truncated file. While the member runs, parts are the row buffer's columns
-as they are (an uncompressed NumPy ``.npz``: about 35 ns of CPU a row, against 120 for an Arrow table written
-as IPC and 200-300 for Parquet); a clean end converts them to Parquet, writes a ``close`` row and marks the
-meta data ``closed``; the checker converts the parts of a killed member (and ``.arrow`` parts of older jgpy).
+unwritten rows and never leaves a truncated file. While the member runs, parts are the row buffer's memory as
+it is (40-byte rows behind a small JSON header: a few ns of CPU a row, against 35 for a NumPy ``.npz``, 120 for
+an Arrow table written as IPC and 200-300 for Parquet); a clean end converts them to Parquet, writes a ``close``
+row and marks the meta data ``closed``; the checker converts the parts of a killed member.
 
 **Message ids.** Nothing is added to the wire: a payload that reads ``"<name>:<n>"`` (raw bytes, or a Java
 ``setObject(String)`` of that text, as the test harness and the demo send) gives ``sender`` = name and
@@ -34,6 +34,7 @@ batch reached the top of the stack (the application's ``receive`` runs for them 
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -54,7 +55,9 @@ CLOCK = "CLOCK_MONOTONIC"
 META_FILE = "_journal.json"
 CRASH_FILE = "_crash.json"
 MEMBER_PREFIX = "member="
-PART_RE = re.compile(r"^part-(\d{5,})\.(parquet|jsonl|npz|arrow)$")
+PART_RE = re.compile(r"^part-(\d{5,})\.(parquet|jsonl|rows)$")
+RAW_SUFFIX = "rows"
+_RAW_MAGIC = b"JGPYROWS"           # a raw part: magic, u32 header length, JSON header (padded to 8), the rows
 
 #: event kinds (the ``kind`` column)
 KINDS = ("open", "view", "send", "deliver", "suspect", "block", "unblock", "state", "close")
@@ -216,13 +219,13 @@ def _name(addr: Any, cache: dict) -> str | None:
     return n
 
 
-def _row_buffer():
+def _row_buffer(chunk_rows: int = 65536):
     try:
         from jgpy._core.journalbuf import RowBuffer
     except ImportError as e:
         raise JournalError(f"the journal's Cython extension is not built ({e}): run `make build` "
                            f"(python setup.py build_ext --inplace)") from None
-    return RowBuffer()
+    return RowBuffer(chunk_rows)
 
 
 #: the writer's tables: dictionary-encoded strings (Parquet writes them as they are; readers see strings, as the
@@ -259,7 +262,7 @@ class JournalWriter:
         self.row_group_size = int(row_group_size)
         self.flush_interval = float(flush_interval)
         self._names: dict = {}
-        self._buf = _row_buffer()
+        self._buf = _row_buffer(min(self.row_group_size, 1 << 20))     # parts: at most 2^20 rows (40 MB)
         self._buf.addr_names = self._names
         self._buf.name_of = lambda a: _name(a, self._names)
         self._vkeys: list[tuple[str | None, int | None]] = []
@@ -313,6 +316,11 @@ class JournalWriter:
     def deliver_batch(self, msgs: list) -> None:
         self._buf.record_batch(_K_DELIVER, msgs)
 
+    def deliveries_recorder(self):
+        """:meth:`deliver_batch` without a Python frame (``functools.partial`` of the C method), for a caller
+        that records every delivered batch (JOURNAL's up path)."""
+        return functools.partial(self._buf.record_batch, _K_DELIVER)
+
     def other(self, kind: str, peer: Any = None, info: str | None = None) -> None:
         """suspect (peer), block, unblock, state (peer, info), open, close."""
         self._buf.record(_K_OTHER, (kind, _name(peer, self._names) if peer is not None and not isinstance(peer, str)
@@ -336,45 +344,41 @@ class JournalWriter:
                 self.flush(full_only=True)
 
     def flush(self, full_only: bool = False) -> None:
-        """Write the buffered rows as Arrow parts of at most ``row_group_size`` rows each; ``full_only``: only
+        """Write the buffered rows as raw parts of at most ``row_group_size`` rows each; ``full_only``: only
         whole row groups (at full rate, rows keep arriving while a part is written: chasing them with ever
         smaller parts would cost a few milliseconds per part)."""
-        least = self.row_group_size if full_only else 1
         with self._flush_lock:
-            while len(self._buf) >= least:
-                rows = self._buf.take(self.row_group_size)
-                t0 = time.thread_time()
+            t0 = time.thread_time()
+            for rows, specials in self._buf.take(not full_only):
                 try:
-                    self._write_raw_part(*rows)
+                    self._write_raw_part(rows, specials)
                 except Exception as e:  # noqa: BLE001 - a journal must never take the member down
                     self.errors += 1
-                    log.error("%s: journal rows lost (%d): %s", self.dir, len(rows[1]), e)
-                self.flush_cpu_seconds += time.thread_time() - t0
+                    log.error("%s: journal rows lost (%d): %s", self.dir, len(rows), e)
+                self._buf.give_back(rows)
+            self.flush_cpu_seconds += time.thread_time() - t0
 
-    def _write_raw_part(self, objs: dict, ts, kind, view, columns) -> None:
-        """The taken rows as they are (NumPy columns) plus what the few view and other rows say, in plain
-        JSON: :func:`raw_to_table` makes the journal table of it later."""
-        import numpy as np
-
+    def _write_raw_part(self, rows, specials: list) -> None:
+        """The taken rows as they are (the row buffer's memory) behind a JSON header with the names and what
+        the few view and other rows say: :func:`raw_to_table` makes the journal table of it later."""
         from jgpy._core.types import MergeView
-        n = len(ts)
+        n = len(rows)
         base = self._next_idx
         self._next_idx += n                  # also if the write fails: the lost rows leave a gap in idx
-        names, sender, dest, flags, size, hsh, seq, seq_ok = columns     # message rows: taken when recorded
-        specials = []
-        for i in sorted(objs):
-            o = objs[i]
-            if kind[i] == _K_VIEW:
-                specials.append([int(i), "view", [_name(a, self._names) for a in o.members],
-                                 isinstance(o, MergeView), None, None])
+        extra = []
+        for i, o in specials:
+            if rows["kind"][i] == _K_VIEW:
+                extra.append([i, "view", [_name(a, self._names) for a in o.members], isinstance(o, MergeView),
+                              None, None])
             else:
-                specials.append([int(i), o[0], None, None, o[1], o[2]])
-        meta = {"base": base, "names": list(names), "vkeys": [list(k) for k in self._vkeys], "specials": specials}
-        name = f"part-{self._part:05d}.npz"
+                extra.append([i, o[0], None, None, o[1], o[2]])
+        head = {"base": base, "rows": n, "names": list(self._buf.names), "vkeys": [list(k) for k in self._vkeys],
+                "specials": extra}
+        name = f"part-{self._part:05d}.{RAW_SUFFIX}"
         tmp = self.dir / f".{name}.tmp"
         with open(tmp, "wb") as f:
-            np.savez(f, meta=np.array(json.dumps(meta)), ts=ts, kind=kind, view=view, sender=sender, dest=dest,
-                     flags=flags, size=size, hash=hsh, seq=seq, seq_ok=seq_ok)
+            f.write(_raw_header(head))
+            f.write(memoryview(rows.view("u1")))
         os.replace(tmp, self.dir / name)
         self._part += 1
         self.rows_written += n
@@ -390,7 +394,7 @@ class JournalWriter:
             self._thread.join(30)
         self.flush()
         t0 = time.thread_time()
-        for p in sorted(self.dir.glob("part-*.npz")):
+        for p in sorted(self.dir.glob(f"part-*.{RAW_SUFFIX}")):
             try:
                 part_to_parquet(p)
             except JournalError as e:          # left as it is: the checker names it
@@ -405,29 +409,54 @@ class JournalWriter:
         _live.discard(self)
 
     def stats(self) -> dict:
+        """Counters; ``record_ns_per_row`` is measured on a sample of the recordings (:meth:`RowBuffer.timing`),
+        ``flush_cpu_seconds`` is the writer thread's CPU time: together the journal's cost."""
+        ns, rows = self._buf.timing()
         return {"rows_written": self.rows_written, "parts": self._part, "buffered": len(self._buf),
                 "flush_cpu_seconds": self.flush_cpu_seconds, "convert_cpu_seconds": self.convert_cpu_seconds,
-                "errors": self.errors}
+                "record_ns_per_row": ns / rows if rows else None, "errors": self.errors}
 
 
-def raw_to_table(path: Path) -> pa.Table:
-    """The journal table of a raw part (``part-N.npz``, see :meth:`JournalWriter._write_raw_part`)."""
-    import zipfile
+def _raw_header(head: dict) -> bytes:
+    """Magic, length and JSON text of a raw part's header, padded with blanks so that the rows start 8-aligned."""
+    text = json.dumps(head, separators=(",", ":")).encode()
+    text += b" " * (-(len(text) + 12) % 8)
+    return _RAW_MAGIC + len(text).to_bytes(4, "little") + text
 
+
+def _read_raw(path: Path) -> tuple[dict, Any]:
+    """The header and the rows (a ROW_DTYPE array) of a raw part; JournalError if it is not one."""
     import numpy as np
-    import pyarrow.compute as pc
+
+    from jgpy._core.journalbuf import ROW_DTYPE
     try:
-        with np.load(path, allow_pickle=False) as z:
-            c = {k: z[k] for k in z.files}
-        meta = json.loads(str(c["meta"]))
-        ts, kind, view = c["ts"], c["kind"], c["view"]
-        sender, dest, seq, seq_ok = c["sender"], c["dest"], c["seq"], c["seq_ok"]
-        size, hsh, flags = c["size"], c["hash"], c["flags"]
-        base, names, vkeys, specials = meta["base"], meta["names"], meta["vkeys"], meta["specials"]
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
+        data = path.read_bytes()
+        if data[:8] != _RAW_MAGIC or len(data) < 12:
+            raise ValueError("no JGPYROWS magic")
+        hlen = int.from_bytes(data[8:12], "little")
+        head = json.loads(data[12:12 + hlen])
+        n, start = int(head["rows"]), 12 + hlen
+        if len(data) != start + n * ROW_DTYPE.itemsize:
+            raise ValueError(f"{n} rows need {start + n * ROW_DTYPE.itemsize} bytes")
+        for k in ("base", "names", "vkeys", "specials"):
+            head[k]                       # noqa: B018 - KeyError names a missing field
+        return head, np.frombuffer(data, ROW_DTYPE, n, start)
+    except (OSError, ValueError, KeyError, TypeError) as e:
         size_b = path.stat().st_size if path.exists() else 0
         raise JournalError(f"{path}: not a readable raw journal part, truncated or corrupt ({size_b} bytes; {e}); "
                            f"remove it or re-run the member") from None
+
+
+def raw_to_table(path: Path) -> pa.Table:
+    """The journal table of a raw part (``part-N.rows``, see :meth:`JournalWriter._write_raw_part`)."""
+    import numpy as np
+    import pyarrow.compute as pc
+    head, rows = _read_raw(path)
+    col = lambda f: np.ascontiguousarray(rows[f])  # noqa: E731
+    ts, kind, view, sender, dest, seq, seq_ok = (col(f) for f in ("ts", "kind", "view", "sender", "dest", "seq",
+                                                                   "seq_ok"))
+    size, hsh, flags = col("size"), col("hash").astype(np.int64), col("flags").astype(np.int32)
+    base, names, vkeys, specials = head["base"], head["names"], head["vkeys"], head["specials"]
     n = len(ts)
     is_msg = kind <= _K_SEND
     # the view key of each row
@@ -468,20 +497,10 @@ def raw_to_table(path: Path) -> pa.Table:
 
 
 def part_to_parquet(path: Path) -> Path:
-    """``part-N.npz`` (written while a member runs; or ``.arrow``, which earlier jgpy versions wrote) -> ``part-N.parquet``
-    next to it (written atomically); the source file is removed. JournalError names a file that cannot be read
-    (a truncated or foreign file)."""
+    """``part-N.rows`` (written while a member runs) -> ``part-N.parquet`` next to it (written atomically); the
+    source file is removed. JournalError names a file that cannot be read (a truncated or foreign file)."""
     out = path.with_suffix(".parquet")
-    if path.suffix == ".npz":
-        table = raw_to_table(path)
-    else:
-        try:
-            with pa.ipc.open_file(str(path)) as f:
-                table = f.read_all()
-        except (OSError, pa.ArrowException) as e:
-            size = path.stat().st_size if path.exists() else 0
-            raise JournalError(f"{path}: not a readable Arrow journal part, truncated or corrupt ({size} bytes; "
-                               f"{e}); remove it or re-run the member") from None
+    table = raw_to_table(path)
     write_parquet_atomic(table, out, **PARQUET_OPTIONS)
     path.unlink()
     return out

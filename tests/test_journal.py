@@ -65,6 +65,66 @@ def _wait(pred, timeout: float, step: float = 0.1) -> bool:
 
 # ---- message ids ---------------------------------------------------------------------------------
 
+def test_crc32c_lanes_at_every_length_around_their_boundaries():
+    """The hardware path runs three lanes of 256, then of 32 bytes, then 8-byte words: every length from 0 to 2000
+    (and a few large ones) crosses each of those boundaries."""
+    from jgpy._core.journalbuf import crc32c
+    data = random.Random(11).randbytes(70_000)
+    for n in list(range(0, 2001)) + [3 * 256 * 7 + 3 * 32 + 13, 65_536, 70_000]:
+        assert crc32c(data[:n]) == crc32c(data[:n], False), n
+    assert crc32c(memoryview(data)[5:1029]) == _crc32c_ref(data[5:1029])
+
+
+def test_row_buffer_chunks_keep_every_row_in_order_across_threads():
+    """Rows recorded from several threads into small chunks: every row taken exactly once, each thread's rows in
+    its order, the rows that are not messages where their objects say, written chunks recorded into again."""
+    import threading
+
+    from jgpy._core.journalbuf import ROW_DTYPE, RowBuffer
+    from jgpy._core.message import Message
+    buf = RowBuffer(7)
+    buf.name_of = lambda a: None
+    taken: list = []
+
+    def producer(t: int) -> None:
+        for i in range(3000):
+            if i % 50 == 49:
+                buf.record(3, (t, i))
+            elif i % 2:
+                buf.record(1, Message(None, b"T%d:%d" % (t, i)))
+            else:
+                buf.record_batch(1, [Message(None, b"T%d:%d" % (t, i))])
+            if i % 700 == 0 and t == 0:
+                taken.extend(buf.take(i % 1400 == 0))
+
+    threads = [threading.Thread(target=producer, args=(t,)) for t in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                       # threads switch between (almost) any two rows
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+    finally:
+        sys.setswitchinterval(interval)
+    taken.extend(buf.take())
+    assert len(buf) == 0 and buf.take() == []
+    rows, others = [], []
+    for arr, specials in taken:
+        assert arr.dtype == ROW_DTYPE and 0 < len(arr) <= 7
+        for pos, obj in specials:
+            assert arr["kind"][pos] == 3
+            others.append(obj)
+        rows += [(buf.names[r["sender"]], int(r["seq"])) for r in arr if r["kind"] == 1]
+        buf.give_back(arr)
+    assert len(rows) + len(others) == 4 * 3000
+    for t in range(4):
+        assert [s for n, s in rows if n == f"T{t}"] == [i for i in range(3000) if i % 50 != 49]
+        assert [i for n, i in others if n == t] == list(range(49, 3000, 50))
+    ns, timed = buf.timing()
+    assert timed > 0 and ns > 0
+
+
 def test_parse_ids_agree_with_the_harness():
     from jgpy._core.jg212 import object_to_buffer
     from jgpy.testing.cluster import parse_numbered
@@ -163,7 +223,7 @@ def test_a_killed_writer_leaves_only_whole_parts(tmp_path):
     assert res.returncode == -signal.SIGKILL, res.stderr
     written = int(res.stdout.split()[0])
     mdir = member_dir(tmp_path, "K")
-    assert len(list(mdir.glob("part-*.npz"))) >= 4 and not list(mdir.glob("part-*.parquet"))   # killed: raw parts
+    assert len(list(mdir.glob("part-*.rows"))) >= 4 and not list(mdir.glob("part-*.parquet"))   # killed: raw parts
     assert not list(mdir.glob(".*"))                                      # no temp files left
     from jgpy.analysis.load import discover
     run = discover(tmp_path)                                              # converts them to Parquet
@@ -171,19 +231,20 @@ def test_a_killed_writer_leaves_only_whole_parts(tmp_path):
     t, files = _read(mdir)
     assert t.num_rows == written == 3001                                 # open + 3000 blocks; the rest was lost
     assert "close" not in t.column("kind").to_pylist()
-    assert json.loads((mdir / META_FILE).read_text())["closed"] is False and not list(mdir.glob("part-*.npz"))
+    assert json.loads((mdir / META_FILE).read_text())["closed"] is False and not list(mdir.glob("part-*.rows"))
     # a truncated raw part is named
     w = JournalWriter(tmp_path / "t", "T", row_group_size=10)
     w.other("block")
     w.flush()
     tdir = member_dir(tmp_path / "t", "T")
-    data = (tdir / "part-00000.npz").read_bytes()
+    data = (tdir / "part-00000.rows").read_bytes()
     w.close()                                                             # converted to Parquet at close
-    assert (tdir / "part-00000.parquet").is_file() and not list(tdir.glob("part-*.npz"))
+    assert (tdir / "part-00000.parquet").is_file() and not list(tdir.glob("part-*.rows"))
     (tdir / "part-00000.parquet").unlink()
-    (tdir / "part-00000.npz").write_bytes(data[:50])
-    with pytest.raises(JournalError, match=r"part-00000\.npz: not a readable raw journal part"):
-        discover(tmp_path / "t")
+    for cut in (data[:50], data[:-1]):                                   # in the header, in the rows
+        (tdir / "part-00000.rows").write_bytes(cut)
+        with pytest.raises(JournalError, match=r"part-00000\.rows: not a readable raw journal part"):
+            discover(tmp_path / "t")
 
 
 def test_journal_protocol_config():
@@ -358,8 +419,9 @@ def test_crash_run(spark, java_nodes, udp_group, tmp_path, figures):
 
 def _rate(cluster: str, props: dict, run_dir: Path | None, count: int) -> tuple[float, float, dict, dict]:
     """A jgpy sender process multicasting ``count`` numbered messages to a jgpy receiver process: the
-    receiver's msgs/s, the sender's send loop msgs/s, the journal writers' flush CPU time per row (ns) and the
-    CPU time (all threads) per message of sender and receiver (us), the writers' included."""
+    receiver's msgs/s, the sender's send loop msgs/s, the journals' costs per node (``flush`` and ``record``: ns
+    per row, ``rows``: rows per message) and the CPU time (all threads) per message of sender and receiver (us),
+    the writers' included."""
     from jgpy.testing.java import PyNode
     r, s = PyNode(name="R"), PyNode(name="S")
     try:
@@ -377,7 +439,8 @@ def _rate(cluster: str, props: dict, run_dir: Path | None, count: int) -> tuple[
         if run_dir is not None:
             for node in (s, r):
                 js = node.call("dump_stats")["stats"]["JOURNAL"]
-                flush[node.name] = js["flush_cpu_seconds"] / max(1, js["rows_written"]) * 1e9
+                flush[node.name] = {"flush": js["flush_cpu_seconds"] / max(1, js["rows_written"]) * 1e9,
+                                    "record": js["record_ns_per_row"], "rows": js["rows_written"] / count}
         for node in (s, r):
             node.call("disconnect", timeout=60)
         return ((st["received"] - 1) / ((st["last_recv_ns"] - st["first_recv_ns"]) / 1e9), count / rep["seconds"],
@@ -414,7 +477,8 @@ def test_writer_overhead_at_full_rate(tmp_path, figures):
         figures(f"{who} CPU per message without journal (all threads)", b_cpu, "us")
         figures(f"{who} CPU per message with journal (all threads)", j_cpu, "us")
         figures(f"{who} CPU per message added by the journal", 100 * (j_cpu / b_cpu - 1), "%")
-    figures("journal flush CPU per row (receiver)", min(x[2]["R"] for x in jour), "ns")
-    figures("journal flush CPU per row (sender: sends and self-deliveries)", min(x[2]["S"] for x in jour), "ns")
+    for name, who in (("R", "receiver"), ("S", "sender: sends and self-deliveries")):
+        figures(f"journal flush CPU per row ({who})", min(x[2][name]["flush"] for x in jour), "ns")
+        figures(f"journal recording time per row, sampled ({who})", min(x[2][name]["record"] for x in jour), "ns")
     # no speed assertion (a noisy 2-core machine): the figures are what to look at; `make bench` measures the cost
     # over more runs (benchmarks/checker_scale.py). What is checked above: every row reached the journal.

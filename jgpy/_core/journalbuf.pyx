@@ -1,14 +1,13 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True
-"""The delivery journal's hot path (``jgpy.journal``): rows recorded with a CLOCK_MONOTONIC timestamp in a few
-nanoseconds, and turned into columns (names, ids parsed from numbered payloads, CRC-32C) without Python work per
-row. Only the GIL protects a buffer (nothing here releases it), so any thread may record."""
+"""The delivery journal's hot path (``jgpy.journal``): a message becomes a 40-byte row (CLOCK_MONOTONIC timestamp,
+names as indices, the id parsed from a numbered payload, CRC-32C) in C, stored in place in a NumPy chunk that the
+writer saves as it is. Only the GIL protects a buffer (nothing here releases it), so any thread may record."""
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.unicode cimport PyUnicode_DecodeLatin1, PyUnicode_DecodeUTF8
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t
-from libc.stdlib cimport free, realloc
-from libc.string cimport memcmp, memmove
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.string cimport memcmp, memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 import numpy as np
@@ -18,17 +17,52 @@ from jgpy._core.message cimport Message
 cdef enum:
     MAX_ID_PAYLOAD = 256
 
-# ---- CRC-32C (Castagnoli, java.util.zip.CRC32C): the SSE4.2 instruction when the CPU has it, else slicing by 8 ----
+# ---- CRC-32C (Castagnoli, java.util.zip.CRC32C): the SSE4.2 instruction (three lanes) when the CPU has it, else
+#      slicing by 8 ----
 
 cdef extern from *:
     """
     #include <stdint.h>
     #include <string.h>
+    /* The CRC register after n zero bytes is linear in the register: jgpy_zeros[i][k][b] is what byte b in
+       byte position k of the register becomes after JGPY_LANE[i] zero bytes. */
+    static const size_t JGPY_LANE[2] = {256, 32};
+    static uint32_t jgpy_zeros[2][4][256];
+    static void jgpy_crc_zeros_init(const uint32_t* t0) {
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 4; k++)
+                for (uint32_t b = 0; b < 256; b++) {
+                    uint32_t c = b << (8 * k);
+                    for (size_t z = 0; z < JGPY_LANE[i]; z++) c = t0[c & 0xFF] ^ (c >> 8);
+                    jgpy_zeros[i][k][b] = c;
+                }
+    }
+    static inline uint32_t jgpy_crc_shift(int i, uint32_t c) {
+        return jgpy_zeros[i][0][c & 0xFF] ^ jgpy_zeros[i][1][(c >> 8) & 0xFF]
+             ^ jgpy_zeros[i][2][(c >> 16) & 0xFF] ^ jgpy_zeros[i][3][c >> 24];
+    }
     #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     #include <cpuid.h>
+    /* three lanes of len bytes each in parallel (the instruction's latency is three times its throughput),
+       joined by shifting the first two over the zeros of the lanes that follow them */
+    __attribute__((target("sse4.2")))
+    static inline uint64_t jgpy_crc_lanes(uint64_t c0, const uint8_t* p, int i) {
+        size_t len = JGPY_LANE[i];
+        uint64_t c1 = 0, c2 = 0, v0, v1, v2;
+        for (const uint8_t* end = p + len; p < end; p += 8) {
+            memcpy(&v0, p, 8); memcpy(&v1, p + len, 8); memcpy(&v2, p + 2 * len, 8);
+            c0 = __builtin_ia32_crc32di(c0, v0);
+            c1 = __builtin_ia32_crc32di(c1, v1);
+            c2 = __builtin_ia32_crc32di(c2, v2);
+        }
+        c0 = jgpy_crc_shift(i, (uint32_t)c0) ^ c1;
+        return jgpy_crc_shift(i, (uint32_t)c0) ^ c2;
+    }
     __attribute__((target("sse4.2")))
     static uint32_t jgpy_crc32c_hw(const uint8_t* p, size_t n) {
         uint64_t c = 0xFFFFFFFFu;
+        for (int i = 0; i < 2; i++)
+            while (n >= 3 * JGPY_LANE[i]) { c = jgpy_crc_lanes(c, p, i); p += 3 * JGPY_LANE[i]; n -= 3 * JGPY_LANE[i]; }
         while (n >= 8) { uint64_t v; memcpy(&v, p, 8); c = __builtin_ia32_crc32di(c, v); p += 8; n -= 8; }
         uint32_t c32 = (uint32_t)c;
         while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
@@ -46,6 +80,7 @@ cdef extern from *:
     """
     uint32_t jgpy_crc32c_hw(const uint8_t* p, size_t n) noexcept nogil
     int jgpy_has_sse42() noexcept nogil
+    void jgpy_crc_zeros_init(const uint32_t* t0) noexcept nogil
 
 cdef uint32_t _crc_table[8][256]
 cdef bint _crc_hw = jgpy_has_sse42()
@@ -65,6 +100,7 @@ cdef void _crc_init() noexcept:
 
 
 _crc_init()
+jgpy_crc_zeros_init(_crc_table[0])
 
 
 cdef uint32_t _crc32c_table(const uint8_t* p, Py_ssize_t n) noexcept nogil:
@@ -123,12 +159,13 @@ def monotonic_ns() -> int:
 # ---- names and ids ----
 
 cdef class _Names:
-    """Names as indices into a list that only grows (a dictionary column), with a cache of recent id names."""
+    """Names as indices into a list that only grows (a dictionary column), with a C cache of recent id names."""
 
     def __cinit__(self):
         self.index = {}
         self.names = []
-        self.recent = []
+        self.n_recent = 0
+        self.next_recent = 0
 
     cdef int32_t of(self, str name) except -2:
         cdef object i = self.index.get(name)
@@ -139,20 +176,25 @@ cdef class _Names:
         return <int32_t>i
 
     cdef int32_t of_bytes(self, const char* p, Py_ssize_t n) except -2:
-        cdef tuple t
-        cdef bytes b
-        for t in self.recent:
-            b = <bytes>t[0]
-            if len(b) == n and memcmp(PyBytes_AS_STRING(b), p, n) == 0:
-                return <int32_t>t[1]
+        cdef int k
+        cdef _Recent* r
+        for k in range(self.n_recent):
+            r = &self.recent[k]
+            if r.len == n and memcmp(r.name, p, n) == 0:
+                return r.index
         try:
             name = PyUnicode_DecodeUTF8(p, n, "strict")
         except UnicodeDecodeError:
             name = PyUnicode_DecodeLatin1(p, n, NULL)         # Java's setObject(String): the chars' low bytes
         cdef int32_t i = self.of(name)
-        if len(self.recent) >= 16:
-            self.recent.pop(0)
-        self.recent.append((PyBytes_FromStringAndSize(p, n), i))
+        if n <= RECENT_NAME_MAX:
+            r = &self.recent[self.next_recent]
+            r.index = i
+            r.len = <int32_t>n
+            memcpy(r.name, p, n)
+            self.next_recent = (self.next_recent + 1) % RECENT_NAMES
+            if self.n_recent < RECENT_NAMES:
+                self.n_recent += 1
         return i
 
 
@@ -178,51 +220,80 @@ cdef int _parse_id(const uint8_t* p, Py_ssize_t n, Py_ssize_t* name_len, int64_t
 
 # ---- the row buffer ----
 
-cdef void* _resized(void* p, size_t n) except NULL:
-    """``realloc`` that raises MemoryError (``p`` stays valid then)."""
-    cdef void* q = realloc(p, n)
-    if q == NULL:
-        raise MemoryError()
-    return q
+#: the NumPy dtype of :c:type:`_Row` (a raw part stores the rows in this layout, little-endian)
+ROW_DTYPE = np.dtype({"names": ["ts", "seq", "hash", "view", "sender", "dest", "size", "flags", "kind", "seq_ok"],
+                      "formats": ["<i8", "<i8", "<u4", "<i4", "<i4", "<i4", "<i4", "<u2", "i1", "u1"],
+                      "offsets": [0, 8, 16, 20, 24, 28, 32, 36, 38, 39], "itemsize": 40})
+
+
+cdef _check_layout():
+    cdef _Row r
+    cdef char* b = <char*>&r
+    offsets = [<char*>&r.ts - b, <char*>&r.seq - b, <char*>&r.hash - b, <char*>&r.view - b, <char*>&r.sender - b,
+               <char*>&r.dest - b, <char*>&r.size - b, <char*>&r.flags - b, <char*>&r.kind - b, <char*>&r.seq_ok - b]
+    if sizeof(_Row) != ROW_DTYPE.itemsize or offsets != [ROW_DTYPE.fields[f][1] for f in ROW_DTYPE.names]:
+        raise ImportError(f"journalbuf: the row layout {offsets} / {sizeof(_Row)} bytes does not match ROW_DTYPE")
+
+
+_check_layout()
+
+
+cdef class _Chunk:
+    """A block of rows in a NumPy array: recorded into in place, written out as it is."""
+
+    def __cinit__(self, arr):
+        cdef Py_ssize_t addr = arr.ctypes.data
+        self.arr = arr
+        self.rows = <_Row*>addr
+        self.n = 0
+        self.cap = len(arr)
+        self.specials = []
 
 
 cdef class RowBuffer:
-    """Rows in recording order: a timestamp, a kind, the view key and, for messages, their columns.
+    """Rows in recording order, in chunks of ``chunk_rows`` rows that are written out as they are (no copy).
 
     A message row's columns (sender and dest as indices into :attr:`names`, flags, size, CRC-32C, the id's number)
     are taken when it is recorded, while the message is hot in the CPU cache, and the message is not kept; view
     and other rows keep their object. ``addr_names`` (address -> name cache) and ``name_of(addr)`` (asked for an
-    address not in it) must be set before a message is recorded."""
+    address not in it) must be set before a message is recorded. Only the GIL protects the buffer: a row is
+    stored by C code that runs no Python between taking its slot and filling it, so any thread may record."""
 
-    def __cinit__(self):
-        self._specials = []
-        self._n = 0
-        self._cap = 0
+    def __cinit__(self, Py_ssize_t chunk_rows=65536):
+        if chunk_rows < 1:
+            raise ValueError("chunk_rows must be >= 1")
+        self.chunk_rows = chunk_rows
+        self._full = []
+        self._full_rows = 0
+        self._spares = []
         self.view_index = -1
         self.addr_names = {}
         self.name_of = str
         self._names = _Names()
+        self._timed_ns = self._timed_rows = 0
+        self._tick = 0
+        self._cur = self._new_chunk()
 
-    def __dealloc__(self):
-        free(self._ts)
-        free(self._kind)
-        free(self._view)
-        free(self._cols)
+    cdef _Chunk _new_chunk(self):
+        arr = self._spares.pop() if self._spares else np.empty(self.chunk_rows, ROW_DTYPE)
+        return _Chunk(arr)
 
-    cdef int _grow(self, Py_ssize_t need) except -1:
-        cdef Py_ssize_t cap = self._cap * 2 if self._cap else 1024
-        while cap < need:
-            cap *= 2
-        # each array keeps its old block until its own realloc succeeds: a MemoryError leaves the buffer usable
-        self._ts = <int64_t*>_resized(self._ts, cap * sizeof(int64_t))
-        self._kind = <int8_t*>_resized(self._kind, cap * sizeof(int8_t))
-        self._view = <int32_t*>_resized(self._view, cap * sizeof(int32_t))
-        self._cols = <_Cols*>_resized(self._cols, cap * sizeof(_Cols))
-        self._cap = cap
+    cdef int _make_room(self) except -1:
+        """Retire the current chunk if it is full: the new one is made first (Python), the swap is plain C."""
+        if self._cur.n < self._cur.cap:
+            return 0
+        cdef _Chunk fresh = self._new_chunk()
+        cdef list full = self._full
+        if self._cur.n < self._cur.cap:          # another thread swapped while this one ran Python
+            self._spares.append(fresh.arr)
+            return 0
+        full.append(self._cur)                   # PyList_Append: runs no Python code
+        self._full_rows += self._cur.n
+        self._cur = fresh
         return 0
 
     def __len__(self):
-        return self._n
+        return self._full_rows + self._cur.n
 
     @property
     def names(self) -> list:
@@ -239,26 +310,26 @@ cdef class RowBuffer:
                 return -1
         return self._names.of(nm)
 
-    cdef int _extract(self, Message m, _Cols* c) except -1:
-        """The columns of message ``m`` (may call ``name_of``, i.e. Python: before any row is touched)."""
+    cdef int _extract(self, Message m, _Row* r) except -1:
+        """The columns of message ``m`` (may call ``name_of``, i.e. Python: before a slot is taken)."""
         cdef object buf
         cdef const uint8_t* p
         cdef Py_buffer view
         cdef bint got_view = False
         cdef Py_ssize_t plen, name_len
         cdef int64_t s
-        c.dest = self._addr_index(m.dest)
-        c.flags = m.flags
-        c.size = 0
-        c.hash = 0
-        c.seq = 0
-        c.seq_ok = 0
+        r.dest = self._addr_index(m.dest)
+        r.flags = m.flags
+        r.size = 0
+        r.hash = 0
+        r.seq = 0
+        r.seq_ok = 0
         buf = m._buf
         if buf is None:
-            c.sender = self._addr_index(m.src)
+            r.sender = self._addr_index(m.src)
             return 0
         plen = m._len
-        c.size = <int32_t>plen
+        r.size = <int32_t>plen
         if type(buf) is bytes:
             p = <const uint8_t*>PyBytes_AS_STRING(buf) + m._off
         else:
@@ -266,53 +337,70 @@ cdef class RowBuffer:
             got_view = True
             p = <const uint8_t*>view.buf + m._off
         try:
-            c.hash = _crc32c(p, plen)
+            r.hash = _crc32c(p, plen)
             if plen <= MAX_ID_PAYLOAD and _parse_id(p, plen, &name_len, &s):
-                c.sender = self._names.of_bytes(<const char*>p + (1 if plen > 0 and p[0] == 0x12 else 0), name_len)
-                c.seq = s
-                c.seq_ok = 1
+                r.sender = self._names.of_bytes(<const char*>p + (1 if plen > 0 and p[0] == 0x12 else 0), name_len)
+                r.seq = s
+                r.seq_ok = 1
         finally:
             if got_view:
                 PyBuffer_Release(&view)
-        if not c.seq_ok:                  # a numbered payload names its sender: no address lookup
-            c.sender = self._addr_index(m.src)
+        if not r.seq_ok:                  # a numbered payload names its sender: no address lookup
+            r.sender = self._addr_index(m.src)
         return 0
 
-    cdef inline void _put(self, int kind, _Cols* c, int64_t ts) noexcept:
-        # no Python code between here and the increment: rows from several threads never interleave
-        cdef Py_ssize_t n = self._n
-        self._ts[n] = ts
-        self._kind[n] = <int8_t>kind
-        self._view[n] = self.view_index
-        self._cols[n] = c[0]
-        self._n = n + 1
+    cdef inline void _put(self, int kind, _Row* r, int64_t ts) noexcept:
+        # call right after _make_room, with no Python code in between: the slot is this thread's
+        cdef _Chunk c = self._cur
+        r.ts = ts
+        r.kind = <int8_t>kind
+        r.view = self.view_index
+        c.rows[c.n] = r[0]
+        c.n += 1
 
     cdef int _record(self, int kind, Message m, int64_t ts) except -1:
-        cdef _Cols c
-        self._extract(m, &c)
-        if self._n == self._cap:
-            self._grow(self._n + 1)
-        self._put(kind, &c, ts)
+        cdef _Row r
+        self._extract(m, &r)
+        self._make_room()
+        self._put(kind, &r, ts)
         return 0
+
+    cdef void _time(self, int64_t ts, Py_ssize_t rows, uint32_t every) noexcept:
+        """Every ``every``-th call (a power of 2): add the time since ``ts`` (when the rows' clock was read) to
+        the sample, unless the thread was evidently preempted meanwhile."""
+        cdef int64_t took
+        self._tick += 1
+        if self._tick & (every - 1) == 0:
+            took = _now() - ts
+            if took < 20000 * rows:
+                self._timed_ns += took
+                self._timed_rows += rows
 
     cdef int record_message(self, int kind, Message m) except -1:
         """A message row (kind 0: deliver, 1: send) from C (JOURNAL's send path)."""
-        return self._record(kind, m, _now())
+        cdef int64_t ts = _now()
+        self._record(kind, m, ts)
+        self._time(ts, 1, 64)
+        return 0
 
     def record(self, int kind, obj):
         """Record a row: kind 0 (deliver) and 1 (send) take a Message, other kinds keep ``obj``."""
-        cdef _Cols c
+        cdef _Row r
+        cdef int64_t ts = _now()
         if kind <= 1:
-            self._record(kind, <Message?>obj, _now())
+            self._record(kind, <Message?>obj, ts)
             return
-        c.sender = c.dest = -1
-        c.flags = c.size = 0
-        c.hash = c.seq = 0
-        c.seq_ok = 0
-        if self._n == self._cap:
-            self._grow(self._n + 1)
-        self._specials.append((self._n, obj))
-        self._put(kind, &c, _now())
+        r.sender = r.dest = -1
+        r.flags = 0
+        r.size = 0
+        r.hash = 0
+        r.seq = 0
+        r.seq_ok = 0
+        entry = [0, obj]                  # made before the slot is taken (making objects may run the GC)
+        self._make_room()
+        entry[0] = self._cur.n            # an int: not tracked by the GC, runs no Python
+        self._cur.specials.append(entry)
+        self._put(kind, &r, ts)
 
     def record_batch(self, int kind, list msgs):
         """Record one message row (kind 0 or 1) per message of ``msgs``, all with the same timestamp (a batch
@@ -323,51 +411,36 @@ cdef class RowBuffer:
             raise ValueError("record_batch records messages (kind 0 or 1)")
         for m in msgs:
             self._record(kind, <Message?>m, ts)
+        if msgs:
+            self._time(ts, len(msgs), 16)
 
-    def take(self, Py_ssize_t max_rows):
-        """The oldest rows (at most ``max_rows``) as ``(objects, ts, kind, view, columns)``: ``objects`` maps the
-        rows that are not messages to their object, the rest are numpy arrays; ``columns`` = ``(names, sender,
-        dest, flags, size, hash, seq, seq_valid)`` with ``names`` a copy of :attr:`names` (sender/dest -1: null)."""
-        cdef Py_ssize_t n = min(max_rows, self._n)
-        ts = np.empty(n, np.int64)
-        kind = np.empty(n, np.int8)
-        view = np.empty(n, np.int32)
-        sender = np.empty(n, np.int32)
-        dest = np.empty(n, np.int32)
-        flags = np.empty(n, np.int32)
-        size = np.empty(n, np.int32)
-        hsh = np.empty(n, np.int64)
-        seq = np.empty(n, np.int64)
-        seq_valid = np.empty(n, np.uint8)
-        cdef int64_t[::1] tv = ts, hv = hsh, qv = seq
-        cdef int8_t[::1] kv = kind
-        cdef int32_t[::1] vv = view, sv = sender, dv = dest, fv = flags, zv = size
-        cdef uint8_t[::1] okv = seq_valid
-        cdef Py_ssize_t i
-        for i in range(n):
-            tv[i] = self._ts[i]
-            kv[i] = self._kind[i]
-            vv[i] = self._view[i]
-            sv[i] = self._cols[i].sender
-            dv[i] = self._cols[i].dest
-            fv[i] = self._cols[i].flags
-            zv[i] = self._cols[i].size
-            hv[i] = self._cols[i].hash
-            qv[i] = self._cols[i].seq
-            okv[i] = self._cols[i].seq_ok
-        objs = {}
-        rest = []
-        for pos, obj in self._specials:
-            if pos < n:
-                objs[pos] = obj
-            else:
-                rest.append((pos - n, obj))
-        self._specials = rest
-        if n < self._n:
-            memmove(self._ts, self._ts + n, (self._n - n) * sizeof(int64_t))
-            memmove(self._kind, self._kind + n, (self._n - n) * sizeof(int8_t))
-            memmove(self._view, self._view + n, (self._n - n) * sizeof(int32_t))
-            memmove(self._cols, self._cols + n, (self._n - n) * sizeof(_Cols))
-        self._n -= n
-        names = list(self._names.names)
-        return objs, ts, kind, view, (names, sender, dest, flags, size, hsh, seq, seq_valid)
+    def timing(self) -> tuple:
+        """``(ns, rows)``: the wall time a sample of the message rows took to record (every 16th batch, every
+        64th single row, from the clock read on): the recording's cost per row, measured where it runs."""
+        return self._timed_ns, self._timed_rows
+
+    def take(self, bint partial=True) -> list:
+        """The rows recorded so far, oldest first, as ``[(rows, specials)]`` per chunk: ``rows`` a ROW_DTYPE
+        array, ``specials`` ``[[row, object]]`` for the rows that are not messages. Only full chunks unless
+        ``partial``. Pass each array back with :meth:`give_back` once written."""
+        cdef _Chunk fresh = None
+        cdef _Chunk c
+        if partial and self._cur.n:
+            fresh = self._new_chunk()
+        cdef list done = self._full
+        cdef list empty = []
+        self._full = empty
+        self._full_rows = 0
+        if fresh is not None and self._cur.n:
+            done.append(self._cur)
+            self._cur = fresh
+        elif fresh is not None:
+            self._spares.append(fresh.arr)
+        return [(c.arr[:c.n], c.specials) for c in done]
+
+    def give_back(self, rows) -> None:
+        """A written array from :meth:`take` may be recorded into again (up to two are kept)."""
+        base = rows.base if rows.base is not None else rows
+        if len(self._spares) < 2 and isinstance(base, np.ndarray) and base.dtype == ROW_DTYPE \
+                and len(base) == self.chunk_rows:
+            self._spares.append(base)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from jgpy.journal import (CRASH_FILE, FORMAT, MEMBER_PREFIX, META_FILE, PART_RE, SCHEMA, JournalError,
+from jgpy.journal import (CRASH_FILE, FORMAT, MEMBER_PREFIX, META_FILE, PART_RE, RAW_SUFFIX, SCHEMA, JournalError,
                           part_to_parquet, unescape_member, write_parquet_atomic)
 
 
@@ -103,14 +103,14 @@ def _member(mdir: Path, ingest: bool) -> MemberJournal:
                    else f"parts up to {max(parts):05d} exist")
             raise JournalError(f"{mdir / f'part-{k:05d}.{ext}'}: missing journal file ({why})")
     if not parts:
-        raise JournalError(f"{mdir}: no journal parts (part-NNNNN.parquet / .npz / .jsonl) in the member "
+        raise JournalError(f"{mdir}: no journal parts (part-NNNNN.parquet / .rows / .jsonl) in the member "
                           f"directory")
     mj = MemberJournal(name, mdir, meta)
     for k in sorted(parts):
         files = parts[k]
         pq_path = files.get("parquet")
         js = files.get("jsonl")
-        ar = files.get("npz") or files.get("arrow")   # a jgpy member that was killed (or is still running)
+        ar = files.get(RAW_SUFFIX)        # a jgpy member that was killed (or is still running)
         if ar is not None and ingest and pq_path is None:
             pq_path = part_to_parquet(ar)
         if js is not None and ingest and (pq_path is None or pq_path.stat().st_mtime < js.stat().st_mtime):

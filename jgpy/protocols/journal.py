@@ -39,6 +39,7 @@ class JOURNAL(Protocol):
     def __init__(self) -> None:
         super().__init__()
         self.writer = None
+        self._record_deliveries = None
 
     def init(self) -> None:
         from jgpy.errors import ConfigError
@@ -55,9 +56,11 @@ class JOURNAL(Protocol):
         self.writer = JournalWriter(self.dir, name, impl="jgpy", stack=stack, row_group_size=self.row_group_size,
                                     flush_interval=self.flush_interval)
         self.down_msg = self.writer.send_path(self).down_msg     # record, then pass on (C)
+        self._record_deliveries = self.writer.deliveries_recorder()
 
     def stop(self) -> None:
         self.__dict__.pop("down_msg", None)            # back to passing messages on unrecorded
+        self._record_deliveries = None
         w, self.writer = self.writer, None
         if w is not None:
             w.close()
@@ -68,9 +71,9 @@ class JOURNAL(Protocol):
     # ---- up ----
 
     def up_batch(self, msgs: list) -> None:
-        w = self.writer
-        if w is not None:
-            w.deliver_batch(msgs)
+        record = self._record_deliveries
+        if record is not None:
+            record(msgs)
         self.up_prot.up_batch(msgs)
 
     def up(self, evt: Event) -> Any:
