@@ -170,6 +170,37 @@ def test_loop_reads_full_batches(net):
     assert loop.stats["batches"] == len(got.batches) < 101
 
 
+@pytest.mark.parametrize("coalesce_us", [0, 500])
+def test_loop_coalesces_a_dense_stream_only(net, coalesce_us):
+    """A stream of datagrams 50 us apart: with coalesce_us=500 the loop sleeps between batches and reads several
+    per wake-up; without, it is not told to. Datagrams 5 ms apart (sparse) are never delayed by a sleep."""
+    rx = net.udp()
+    tx = net.udp()
+    got = Collector()
+    loop = net.loop(rx, got, coalesce_us=coalesce_us)
+    dest = rx.getsockname()
+    for i in range(400):                                  # dense: about 20-40 ms in all
+        tx.sendto(payload(i, 100), dest)
+        t = time.perf_counter() + 50e-6
+        while time.perf_counter() < t:
+            pass
+    assert got.wait_count(400)
+    dense = loop.stats
+    if coalesce_us:
+        assert dense["coalesced"] > 0 and dense["batches"] < 300, dense
+    else:
+        assert dense["coalesced"] == 0, dense
+    time.sleep(0.05)
+    for i in range(400, 420):                             # sparse: each one read alone, without a sleep first
+        tx.sendto(payload(i, 100), dest)
+        assert got.wait_count(i + 1, timeout=10)
+        time.sleep(0.005)
+    assert loop.stats["coalesced"] == dense["coalesced"]
+    assert got.datagrams == [payload(i, 100) for i in range(420)]
+    with pytest.raises(ValueError, match="coalesce_us"):
+        DatagramLoop(rx, got, coalesce_us=-1)
+
+
 def test_loop_survives_a_failing_handler(net, caplog):
     rx = net.udp()
     tx = net.udp()

@@ -270,7 +270,7 @@ cdef object _sockaddr_to_tuple(const sockaddr_storage* sa):
 # ---------------------------------------------------------------------------------------------------
 
 cdef class DatagramLoop:
-    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100)
+    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0)
 
     The receive loop of one UDP socket, run by a daemon thread.
 
@@ -283,6 +283,11 @@ cdef class DatagramLoop:
     loop goes on.  Datagrams longer than ``bufsize`` are counted in ``truncated`` and dropped.
     If the socket is closed, the loop ends quietly.  The handler runs on the loop's thread: the
     next batch is read only when it returns.
+
+    ``coalesce_us`` > 0: while batches arrive less than ``2 * coalesce_us`` apart (a dense stream, e.g. the
+    per-message ACKs of a Java receiver), the thread sleeps that long after a batch that did not fill the
+    vector, so that the next ``recvmmsg`` reads several datagrams for one wake-up instead of being woken for
+    each (``coalesced``).  A sparse stream (request/response) is never delayed.
     """
 
     cdef object _sock
@@ -295,6 +300,7 @@ cdef class DatagramLoop:
     cdef unsigned int _batch
     cdef Py_ssize_t _bufsize
     cdef int _poll_ms
+    cdef long _coalesce_us
     cdef char* _bufs
     cdef mmsghdr* _msgs
     cdef iovec* _iovs
@@ -308,6 +314,7 @@ cdef class DatagramLoop:
     cdef object _last_src
     # stats (written by the loop thread with the GIL held)
     cdef uint64_t _st_datagrams, _st_bytes, _st_batches, _st_handler_errors, _st_recv_errors, _st_truncated
+    cdef uint64_t _st_coalesced
     cdef _RateLimit _rl
 
     def __cinit__(self, *args, **kwargs):
@@ -320,7 +327,7 @@ cdef class DatagramLoop:
         self._addrs = NULL
 
     def __init__(self, sock, handler, *, int batch=32, Py_ssize_t bufsize=65536, str name="jgpy-recv",
-                 int poll_ms=100):
+                 int poll_ms=100, long coalesce_us=0):
         cdef unsigned int i
         if self._bufs != NULL:
             raise RuntimeError("DatagramLoop.__init__ called twice: create a new DatagramLoop instead")
@@ -332,6 +339,8 @@ cdef class DatagramLoop:
             raise ValueError(f"bufsize must be in 1..65536 (a UDP datagram is at most 65535 bytes), got {bufsize}")
         if not 1 <= poll_ms <= 60000:
             raise ValueError(f"poll_ms must be in 1..60000, got {poll_ms}")
+        if not 0 <= coalesce_us <= 10000:
+            raise ValueError(f"coalesce_us must be in 0..10000, got {coalesce_us}")
         self._fd = _sock_fd(sock)
         self._sock = sock
         self._handler = handler
@@ -339,6 +348,7 @@ cdef class DatagramLoop:
         self._batch = batch
         self._bufsize = bufsize
         self._poll_ms = poll_ms
+        self._coalesce_us = coalesce_us
         self._bufs = <char*>malloc(<size_t>batch * <size_t>bufsize)
         self._msgs = <mmsghdr*>calloc(batch, sizeof(mmsghdr))
         self._iovs = <iovec*>calloc(batch, sizeof(iovec))
@@ -417,10 +427,11 @@ cdef class DatagramLoop:
 
     @property
     def stats(self):
-        """Counters: datagrams, bytes, batches (handler calls), handler_errors, recv_errors, truncated."""
+        """Counters: datagrams, bytes, batches (handler calls), handler_errors, recv_errors, truncated,
+        coalesced (batches read after a coalescing sleep)."""
         return {"datagrams": self._st_datagrams, "bytes": self._st_bytes, "batches": self._st_batches,
                 "handler_errors": self._st_handler_errors, "recv_errors": self._st_recv_errors,
-                "truncated": self._st_truncated}
+                "truncated": self._st_truncated, "coalesced": self._st_coalesced}
 
     def __repr__(self):
         return (f"<DatagramLoop {self._name!r} fd={self._fd} batch={self._batch} bufsize={self._bufsize} "
@@ -507,12 +518,23 @@ cdef class DatagramLoop:
         cdef int err = 0
         cdef bint full = False
         cdef uint64_t sup = 0
+        cdef uint64_t t, last = 0
+        cdef uint64_t dense_ns = <uint64_t>self._coalesce_us * 2000
+        cdef bint dense = False
         try:
             while not self._stopping:
                 with nogil:
+                    if dense and not full:
+                        _sleep_us(self._coalesce_us)
                     n = self._receive(full, &err)
+                    if n > 0 and dense_ns:
+                        t = _now_ns()
+                        dense = t - last < dense_ns
+                        last = t
                 full = n == <int>self._batch
                 if n > 0:
+                    if dense and not full:
+                        self._st_coalesced += 1
                     self._deliver(n)
                 elif n < 0:
                     if err == EBADF or err == ENOTSOCK:

@@ -40,6 +40,9 @@ class UDP(TP):
     disable_loopback = Property(to_bool, False, "switch off IP_MULTICAST_LOOP (other members on this host "
                                 "would not see our multicasts)")
     recv_batch = Property(to_int, 32, "jgpy: datagrams read per recvmmsg call")
+    recv_coalesce_us = Property(to_int, 20, "jgpy: while datagrams arrive less than twice this apart, a receive "
+                                "thread sleeps this long between batches and reads several per wake-up (0: off)",
+                                system_property=("jgpy.udp.recv_coalesce_us",))
 
     IGNORED_PROPERTIES = {
         "num_last_ports": ignored("deprecated in 2.12"),
@@ -91,9 +94,9 @@ class UDP(TP):
         self._mcast_dest = (self.mcast_addr, self.mcast_port)
         self._loops = [
             DatagramLoop(self.ucast_sock, functools.partial(self.receive_datagrams, multicast=False),
-                         batch=self.recv_batch, name=f"jgpy-ucast-{port}"),
+                         batch=self.recv_batch, name=f"jgpy-ucast-{port}", coalesce_us=self.recv_coalesce_us),
             DatagramLoop(self.mcast_sock, functools.partial(self.receive_datagrams, multicast=True),
-                         batch=self.recv_batch, name=f"jgpy-mcast-{port}"),
+                         batch=self.recv_batch, name=f"jgpy-mcast-{port}", coalesce_us=self.recv_coalesce_us),
         ]
         for loop in self._loops:
             loop.start()
