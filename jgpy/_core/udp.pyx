@@ -287,7 +287,7 @@ cdef class DatagramLoop:
     ``coalesce_us`` > 0: while batches arrive less than ``2 * coalesce_us`` apart (a dense stream, e.g. the
     per-message ACKs of a Java receiver), the thread sleeps that long after a batch that did not fill the
     vector, so that the next ``recvmmsg`` reads several datagrams for one wake-up instead of being woken for
-    each (``coalesced``).  A sparse stream (request/response) is never delayed.
+    each (``coalesced`` counts the sleeps).  A sparse stream (request/response) is never delayed.
     """
 
     cdef object _sock
@@ -428,7 +428,7 @@ cdef class DatagramLoop:
     @property
     def stats(self):
         """Counters: datagrams, bytes, batches (handler calls), handler_errors, recv_errors, truncated,
-        coalesced (batches read after a coalescing sleep)."""
+        coalesced (the sleeps taken between the batches of a dense stream)."""
         return {"datagrams": self._st_datagrams, "bytes": self._st_bytes, "batches": self._st_batches,
                 "handler_errors": self._st_handler_errors, "recv_errors": self._st_recv_errors,
                 "truncated": self._st_truncated, "coalesced": self._st_coalesced}
