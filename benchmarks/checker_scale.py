@@ -89,7 +89,8 @@ def overhead(count: int, reps: int) -> dict:
     b_r, j_r = med([x[0] for x in base]), med([x[0] for x in jour])
     b_s, j_s = med([x[1] for x in base]), med([x[1] for x in jour])
     cpu = {k: (med([x[3][k] for x in base]), med([x[3][k] for x in jour])) for k in ("S", "R")}
-    # the journal's own cost, measured where it runs: rows per message x (sampled recording + writer thread)
+    # the journal's own cost, measured where it runs: rows per message x (sampled recording wall time + writer
+    # thread CPU); an upper bound (wall time on a shared VM includes stolen time): journal_profile.py uses perf
     own = {k: med([x[2][k]["rows"] * (x[2][k]["record"] + x[2][k]["flush"]) / 1e3 for x in jour]) for k in ("S", "R")}
     return {"messages": count, "reps": reps, "receiver_msgs_per_s": b_r, "receiver_msgs_per_s_journal": j_r,
             "receiver_slowdown_pct": 100 * (1 - j_r / b_r), "sender_msgs_per_s": b_s, "sender_msgs_per_s_journal": j_s,
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
                  f"{ov['sender_msgs_per_s_journal']:,.0f} msgs/s ({ov['sender_slowdown_pct']:+.1f} %); CPU per "
                  f"message: sender {ov['sender_cpu_us_per_msg']:.2f} -> {ov['sender_cpu_us_per_msg_journal']:.2f} us, "
                  f"receiver {ov['receiver_cpu_us_per_msg']:.2f} -> {ov['receiver_cpu_us_per_msg_journal']:.2f} us")
-        progress(f"  the journal's own cost (sampled recording + writer thread): receiver "
+        progress(f"  the journal's own cost, upper bound (sampled recording wall time + writer thread): receiver "
                  f"{ov['journal_us_per_msg_receiver'] * 1e3:.0f} ns a message ({ov['journal_cost_pct_receiver']:.1f} % "
                  f"of its CPU), sender {ov['journal_us_per_msg_sender'] * 1e3:.0f} ns "
                  f"({ov['journal_cost_pct_sender']:.1f} %)")

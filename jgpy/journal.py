@@ -409,8 +409,8 @@ class JournalWriter:
         _live.discard(self)
 
     def stats(self) -> dict:
-        """Counters; ``record_ns_per_row`` is measured on a sample of the recordings (:meth:`RowBuffer.timing`),
-        ``flush_cpu_seconds`` is the writer thread's CPU time: together the journal's cost."""
+        """Counters; ``record_ns_per_row`` is the wall time of a sample of the recordings (:meth:`RowBuffer.timing`,
+        an upper bound of their CPU cost), ``flush_cpu_seconds`` is the writer thread's CPU time."""
         ns, rows = self._buf.timing()
         return {"rows_written": self.rows_written, "parts": self._part, "buffered": len(self._buf),
                 "flush_cpu_seconds": self.flush_cpu_seconds, "convert_cpu_seconds": self.convert_cpu_seconds,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 
 import pytest
@@ -10,6 +11,15 @@ import pytest
 from jgpy.testing.java import JavaNode, java_unavailable_reason, udp_props, unique_group
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def run_threads(target, n: int, timeout: float = 60.0) -> None:
+    """Run ``target(0)`` ... ``target(n - 1)`` on threads of their own and wait (bounded) until they end."""
+    threads = [threading.Thread(target=target, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout)
 
 
 def require_java() -> None:

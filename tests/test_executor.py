@@ -7,15 +7,7 @@ import time
 
 from jgpy._core.sendpath import Handoff, Lock
 from jgpy.stack.executor import SerialExecutor, Wakeup
-
-
-def run_threads(target, n: int, timeout: float = 60.0) -> None:
-    """Run ``target(0)`` ... ``target(n - 1)`` on threads of their own and wait (bounded) until they end."""
-    threads = [threading.Thread(target=target, args=(t,)) for t in range(n)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout)
+from tests.conftest import run_threads
 
 
 def test_fifo_from_several_threads_and_no_lost_wakeups():

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from jgpy.journal import (CRASH_FILE, META_FILE, SCHEMA, JournalError, JournalWriter, mark_crash,  # noqa: E402
                           member_dir, parse_id)
-from tests.conftest import require_java  # noqa: E402
+from tests.conftest import require_java, run_threads  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,8 +78,6 @@ def test_crc32c_lanes_at_every_length_around_their_boundaries():
 def test_row_buffer_chunks_keep_every_row_in_order_across_threads():
     """Rows recorded from several threads into small chunks: every row taken exactly once, each thread's rows in
     its order, the rows that are not messages where their objects say, written chunks recorded into again."""
-    import threading
-
     from jgpy._core.journalbuf import ROW_DTYPE, RowBuffer
     from jgpy._core.message import Message
     buf = RowBuffer(7)
@@ -97,14 +95,10 @@ def test_row_buffer_chunks_keep_every_row_in_order_across_threads():
             if i % 700 == 0 and t == 0:
                 taken.extend(buf.take(i % 1400 == 0))
 
-    threads = [threading.Thread(target=producer, args=(t,)) for t in range(4)]
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)                       # threads switch between (almost) any two rows
     try:
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(60)
+        run_threads(producer, 4)
     finally:
         sys.setswitchinterval(interval)
     taken.extend(buf.take())

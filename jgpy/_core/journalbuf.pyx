@@ -283,11 +283,10 @@ cdef class RowBuffer:
         if self._cur.n < self._cur.cap:
             return 0
         cdef _Chunk fresh = self._new_chunk()
-        cdef list full = self._full
         if self._cur.n < self._cur.cap:          # another thread swapped while this one ran Python
             self._spares.append(fresh.arr)
             return 0
-        full.append(self._cur)                   # PyList_Append: runs no Python code
+        self._full.append(self._cur)             # PyList_Append: runs no Python code
         self._full_rows += self._cur.n
         self._cur = fresh
         return 0
@@ -416,7 +415,8 @@ cdef class RowBuffer:
 
     def timing(self) -> tuple:
         """``(ns, rows)``: the wall time a sample of the message rows took to record (every 16th batch, every
-        64th single row, from the clock read on): the recording's cost per row, measured where it runs."""
+        64th single row, from the clock read on), measured where it runs: an upper bound of the recording's
+        CPU cost per row (on a shared VM wall time includes stolen time)."""
         return self._timed_ns, self._timed_rows
 
     def take(self, bint partial=True) -> list:
