@@ -71,6 +71,26 @@ class ProcCluster:
         return wait_all(lambda: all(sorted(m.view_names()) == want for m in members)
                         and len({m.view_id() for m in members}) == 1, timeout)
 
+    def settle(self, quiet: float, timeout: float) -> bool:
+        """Wait until every member has the same view and nobody's view changed for ``quiet`` seconds.
+
+        A merge can be followed by a redundant one: a MERGE2 round whose discovery answers were collected
+        while the first merge was being installed still sees two coordinators, and its leader merges the
+        already merged view again (Java 2.12 does this too; nothing in its Merger checks that the subgroup
+        views are one and the same). That second merge view's digest resets each member's windows, and
+        without FLUSH the messages still undelivered then are lost, as in a pure Java cluster. So traffic
+        that must be complete waits until the merging is over."""
+        deadline = time.monotonic() + timeout
+        last, since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            ids = tuple(str(m.view_id()) for m in self.members)
+            if ids != last:
+                last, since = ids, time.monotonic()
+            elif len(set(ids)) == 1 and time.monotonic() - since >= quiet:
+                return self.agree(self.members, 0)
+            time.sleep(0.1)
+        return False
+
     def partition(self, halves) -> None:
         for half in halves:
             others = [m.name for m in self.members if m not in half]
@@ -115,7 +135,8 @@ def send_and_check(c: ProcCluster, n: int, timeout: float = 90.0) -> None:
             except Exception as e:  # noqa: BLE001 - diagnostics only
                 nak = repr(e)
             pytest.fail(f"{m.name} received {m.received.count()} of {len(c.members) * n} (before: "
-                        f"{before[m.name]}); per sender: {per_sender}; views: {m.view_names()}; NAKACK: {nak}")
+                        f"{before[m.name]}); per sender: {per_sender}; views: {m.view_names()}; NAKACK: {nak}; "
+                        f"log: {m.node.log_tail(3000)}")
     expected = {m.name: n for m in c.members}
     for m in c.members:
         problems = check_fifo(m.received.by_sender, expected)
@@ -166,13 +187,14 @@ def test_partition_and_merge(proc_cluster, figures, kinds, addresses):
     c.heal()
     assert c.agree(c.members, 90), f"no merge after healing: {({m.name: m.view_names() for m in c.members})}"
     figures("heal-to-merged-view", time.monotonic() - t_heal, "s")
+    assert c.settle(quiet=3.0, timeout=60), f"views did not settle: {({m.name: m.view_names() for m in c.members})}"
     for m in c.members:
-        mv = merge_views(m)
-        assert len(mv) == n_merge_views[m.name] + 1, f"{m.name} did not install exactly one MergeView: {mv}"
-        last = mv[-1]
-        assert sorted(last["names"]) == sorted(c.names()), last
-        subgroups = last["subgroups"] or []
-        assert len(subgroups) == 2, last
+        mv = merge_views(m)[n_merge_views[m.name]:]
+        assert mv, f"{m.name} installed no MergeView"
+        first, last = mv[0], mv[-1]
+        subgroups = first["subgroups"] or []
+        assert len(subgroups) == 2, first                  # the two halves
+        assert all(sorted(v["names"]) == sorted(c.names()) for v in mv), mv
         # the merged view's members are sorted (Java's compareTo): the lowest address coordinates
         if addresses and LOWEST in addresses.values():
             assert last["names"][0] == c.members[2].name, last["names"]

@@ -93,7 +93,8 @@ class NAKACK(Protocol):
         self.counters = dict.fromkeys(
             ("msgs_sent", "msgs_received", "msgs_delivered", "oob_delivered", "xmit_reqs_sent", "xmit_reqs_received",
              "xmit_rsps_sent", "xmit_rsps_received", "missing_msgs_received", "dropped_not_server",
-             "dropped_no_window", "dropped_duplicate", "dropped_bad_seqno", "xmit_not_found", "last_msg_xmits"), 0)
+             "dropped_no_window", "dropped_duplicate", "dropped_bad_seqno", "xmit_not_found", "last_msg_xmits",
+             "windows_reset_with_pending"), 0)
 
     # ---- life cycle ----
 
@@ -300,6 +301,12 @@ class NAKACK(Protocol):
             if win is not None:
                 if not merge or sender == me or win.digest()[1] >= hd:
                     continue
+                _low, my_hd, my_hr = win.digest()
+                if my_hr > my_hd:
+                    self.counters["windows_reset_with_pending"] += 1
+                    self.log.warning("%s: merge digest resets the window for %s (delivered %d, received %d) to "
+                                     "delivered %d: messages %d..%d are not delivered here", me, sender, my_hd, my_hr, hd,
+                                     my_hd + 1, hd)
                 del self.windows[sender]
                 win.destroy()
                 if sender == me:                       # JGRP-1251 (never reached: own entry is skipped above)
