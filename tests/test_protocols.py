@@ -157,3 +157,28 @@ def test_barrier_holds_multicasts_until_opened(members):
     b.channel.stack.down(Event(EventType.OPEN_BARRIER))
     assert b.wait_received(5, timeout=10)
     assert not check_fifo(b.received.by_sender, {"A": 5})
+
+
+def test_merge_digest_that_skips_undelivered_messages_is_counted(members, caplog):
+    """A merge digest ahead of a window that still holds undelivered messages replaces the window (as Java
+    2.12's mergeDigest does): those messages are lost here, so it is logged and counted."""
+    from jgpy._core.types import Digest
+
+    a, b = members("A"), members("B")
+    assert wait_all(lambda: len(a.view_names()) == 2 and len(b.view_names()) == 2, 10)
+    nak = b.channel.stack.find("pbcast.NAKACK")
+    src = a.channel.address
+    low, hd, hr = nak.windows[src].digest()
+    assert hd == hr
+    nak.windows[src].add(hd + 2, Message(None, b"behind a gap", src), time.monotonic())    # hd + 1 is missing
+
+    nak.down(Event(EventType.MERGE_DIGEST, Digest([(src, low, hd, hd)])))   # not ahead: the window stays
+    assert nak.windows[src].digest() == (low, hd, hd + 2)
+    assert nak.counters["windows_reset_with_pending"] == 0
+
+    with caplog.at_level("WARNING", logger="jgpy.protocols.pbcast.NAKACK"):
+        nak.down(Event(EventType.MERGE_DIGEST, Digest([(src, low, hd + 5, hd + 5)])))
+    assert nak.windows[src].digest() == (low, hd + 5, hd + 5)
+    assert nak.counters["windows_reset_with_pending"] == 1
+    assert f"messages {hd + 1}..{hd + 5} are not delivered here" in caplog.text
+
