@@ -1,4 +1,5 @@
-"""The delivery executor (jgpy.stack.executor.SerialExecutor): FIFO order, no lost wake-ups, drain and stop."""
+"""The delivery executors (jgpy.stack.executor): FIFO order, no lost wake-ups, drain and stop;
+caller_runs (thread pools disabled)."""
 
 from __future__ import annotations
 
@@ -155,3 +156,51 @@ def test_send_core_lock_excludes_and_never_blocks_holding_the_gil():
 
     run_threads(lambda _t: bump(), 3)
     assert counter[0] == 60_000
+
+
+
+def test_caller_runs_when_idle_one_at_a_time_in_order(caplog):
+    """caller_runs (thread_pool.enabled="false"): an idle executor lets the submitter run the task; a busy one
+    queues it. 4 threads submit 5,000 tasks each: every task runs once, each thread's in order, never two at a
+    time, some in the submitters and some on the executor's thread; a failing task is logged."""
+    ex = SerialExecutor("test-caller-runs", caller_runs=True)
+    seen: dict[int, list[int]] = {t: [] for t in range(4)}
+    where = {"caller": 0, "executor": 0}
+    active = [0]
+    overlaps = [0]
+
+    def task(t: int, i: int) -> None:
+        active[0] += 1
+        if active[0] > 1:
+            overlaps[0] += 1
+        assert ex.in_thread()
+        where["executor" if threading.current_thread().name == "test-caller-runs" else "caller"] += 1
+        if i % 50 == 0:
+            time.sleep(0.0002)               # releases the GIL inside a task: others must queue meanwhile
+        seen[t].append(i)
+        active[0] -= 1
+        if i == 4999 and t == 0:
+            raise RuntimeError("boom")
+
+    def producer(t: int) -> None:
+        for i in range(5000):
+            ex.submit(task, t, i)
+            if i % 499 == 0:
+                time.sleep(0.001)            # the executor goes idle
+
+    try:
+        me = threading.current_thread().name
+        ran = []
+        ex.submit(lambda: ran.append((threading.current_thread().name, ex.in_thread())))
+        assert ran == [(me, True)] and not ex.in_thread()
+        run_threads(producer, 4)
+        assert ex.drain(timeout=30)
+        assert all(seen[t] == list(range(5000)) for t in range(4))
+        assert overlaps[0] == 0
+        assert where["caller"] > 0 and where["executor"] > 0, where
+        assert "boom" in caplog.text
+        order = []
+        ex.submit(lambda: (ex.submit(order.append, "nested"), order.append("outer")))
+        assert ex.drain(timeout=5) and order == ["outer", "nested"]     # nested: queued, runs after
+    finally:
+        ex.stop()

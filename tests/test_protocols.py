@@ -182,3 +182,29 @@ def test_merge_digest_that_skips_undelivered_messages_is_counted(members, caplog
     assert nak.counters["windows_reset_with_pending"] == 1
     assert f"messages {hd + 1}..{hd + 5} are not delivered here" in caplog.text
 
+
+def test_thread_pool_disabled_delivers_on_the_receive_threads(members):
+    """thread_pool.enabled="false" (and the OOB one): the receive threads deliver themselves while the delivery
+    thread is idle, as with Java's DirectExecutor; order and completeness are those of the delivery thread."""
+    cfg = stock().with_properties("UDP", **{"thread_pool.enabled": "false", "oob_thread_pool.enabled": "false"})
+    a, b = members("A", cfg), members("B", cfg)
+    assert a.channel.stack.delivery.caller_runs and a.channel.stack.oob_delivery.caller_runs
+    assert wait_all(lambda: len(a.view_names()) == 2 and len(b.view_names()) == 2, 10)
+    threads: set = set()
+    orig = b.channel.receiver.receive
+
+    def receive(msg):
+        threads.add(threading.current_thread().name)
+        orig(msg)
+    b.channel.receiver.receive = receive
+    sender = threading.Thread(target=a.send_numbered, args=(2000,))
+    sender.start()
+    b.send_numbered(500)
+    a.send_numbered(300, "B")
+    sender.join(60)
+    assert b.wait_received(2500, timeout=30) and b.wait_received(300, unicast=True, timeout=30)
+    assert a.wait_received(2500, timeout=30)
+    assert not check_fifo(b.received.by_sender, {"A": 2000, "B": 500})
+    assert not check_fifo(b.received.unicast_by_sender, {"A": 300})
+    assert {t for t in threads if t.startswith(("jgpy-mcast", "jgpy-ucast", "jgpy-loopback"))}, threads
+    assert threads <= {t.name for t in threading.enumerate() if t.name.startswith("jgpy-")}, threads

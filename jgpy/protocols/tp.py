@@ -100,9 +100,17 @@ class TP(Protocol):
                                  "messages as encoded (it is resident memory once it has wrapped; adders wait "
                                  "when it is full)")
 
+    thread_pool_enabled = Property(to_bool, True, "deliver regular messages on the delivery thread (false: the "
+                                   "receive thread delivers them itself while that thread is idle: lower latency, "
+                                   "but a receive() that blocks holds up the socket)", name="thread_pool.enabled")
+    oob_thread_pool_enabled = Property(to_bool, True, "deliver OOB messages on the OOB thread (false: the receive "
+                                       "thread does while that thread is idle)", name="oob_thread_pool.enabled")
+
     IGNORED_PREFIXES = {
-        "thread_pool.": ignored("jgpy delivers on its own delivery threads, no Java thread pools"),
-        "oob_thread_pool.": ignored("jgpy delivers OOB messages on its own OOB thread"),
+        "thread_pool.": ignored("jgpy delivers on one delivery thread, not a Java thread pool "
+                                "(thread_pool.enabled is honoured)"),
+        "oob_thread_pool.": ignored("jgpy delivers OOB messages on one OOB thread, not a Java thread pool "
+                                    "(oob_thread_pool.enabled is honoured)"),
         "timer.": ignored("jgpy's timer is one thread running short tasks"),
     }
     IGNORED_PROPERTIES = {

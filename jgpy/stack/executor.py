@@ -7,6 +7,10 @@ never wait for the application. A second executor delivers OOB messages.
 The hand-over is on every message's path, so it is kept to C calls: ``submit`` appends to a deque and, only
 when the thread sleeps, wakes it (:class:`Wakeup`; a ``threading.Condition`` costs a few microseconds of Python
 per hand-over on each side).
+
+With the transport's ``thread_pool.enabled="false"`` (``oob_thread_pool.enabled="false"``) the regular (OOB)
+executor lets the caller run a task when it is idle (``caller_runs``), as Java's ``DirectExecutor`` does when
+the pools are disabled: the receive thread then delivers, with no hand-over and no thread switch.
 """
 
 from __future__ import annotations
@@ -58,12 +62,24 @@ class Wakeup:
 
 
 class SerialExecutor:
-    def __init__(self, name: str):
+    """One thread runs the submitted tasks, in submission order.
+
+    ``caller_runs``: a task submitted while the executor is idle (nothing queued, nothing running) runs at
+    once in the submitting thread. Only one thread runs tasks at any time, the executor's own or such a
+    submitter (whoever holds the claim), so order and mutual exclusion stay those of a single thread. A
+    submitter never waits for the claim (it queues the task when it cannot take it), so no lock order
+    through ``submit`` can deadlock, and a burst that finds the executor busy is delivered by its thread.
+    """
+
+    def __init__(self, name: str, caller_runs: bool = False):
         self.name = name
+        self.caller_runs = caller_runs
         self._q: collections.deque = collections.deque()
         self._wakeup = Wakeup()
         self._running = True
         self._busy = False
+        self._claim = threading.Lock()       # caller_runs: held by whoever runs tasks
+        self._runner = 0                     # the thread id of a submitter running a task (0: none)
         self._idle = threading.Condition()   # for drain() only
         self._drainers = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -72,26 +88,53 @@ class SerialExecutor:
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         if not self._running:
             return
+        if self.caller_runs and not self._q and self._claim.acquire(False):
+            if not self._q:                  # still idle: run it here
+                self._run_here(fn, args)
+                return
+            self._claim.release()            # something was queued meanwhile: ours goes after it
         self._q.append((fn, args))
         if self._wakeup.sleeping:        # read after the append (see Wakeup)
             self._wakeup.wake()
 
+    def _run_here(self, fn: Callable[..., Any], args: tuple) -> None:
+        self._runner = threading.get_ident()
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - a failing callback must not kill the submitting thread
+            log.exception("%s: task %r failed", self.name, getattr(fn, "__name__", fn))
+        finally:
+            self._runner = 0
+            self._claim.release()            # tasks queued meanwhile: their producers woke the thread
+            if self._drainers:
+                with self._idle:
+                    self._idle.notify_all()
+
     def in_thread(self) -> bool:
-        return threading.current_thread() is self._thread
+        """Whether the calling thread is the one running tasks (the executor's, or a submitter's right now)."""
+        return threading.current_thread() is self._thread or (self._runner and threading.get_ident() == self._runner)
 
     def _run(self) -> None:
         q = self._q
+        claim = self._claim if self.caller_runs else None
         while True:
             while q:
                 self._busy = True            # before the pop: drain() never sees an empty queue and no task
+                if claim is not None:
+                    claim.acquire()          # a submitter may be running a task: it goes first
                 try:
-                    fn, args = q.popleft()
-                except IndexError:           # stop() cleared the queue meanwhile
-                    break
-                try:
-                    fn(*args)
-                except Exception:  # noqa: BLE001 - a failing callback must not stop delivery
-                    log.exception("%s: task %r failed", self.name, getattr(fn, "__name__", fn))
+                    while q:
+                        try:
+                            fn, args = q.popleft()
+                        except IndexError:   # stop() cleared the queue meanwhile
+                            break
+                        try:
+                            fn(*args)
+                        except Exception:  # noqa: BLE001 - a failing callback must not stop delivery
+                            log.exception("%s: task %r failed", self.name, getattr(fn, "__name__", fn))
+                finally:
+                    if claim is not None:
+                        claim.release()
             self._busy = False
             if self._drainers:
                 with self._idle:
@@ -114,7 +157,7 @@ class SerialExecutor:
         with self._idle:
             self._drainers += 1
             try:
-                return self._idle.wait_for(lambda: not self._q and not self._busy, timeout)
+                return self._idle.wait_for(lambda: not self._q and not self._busy and not self._runner, timeout)
             finally:
                 self._drainers -= 1
 

@@ -149,8 +149,9 @@ class ProtocolStack:
     def start(self, name: str) -> None:
         """Start the services and the protocols (top first, as JGroups does)."""
         self.timer = TimeScheduler(f"jgpy-timer-{name}")
-        self.delivery = SerialExecutor(f"jgpy-deliver-{name}")
-        self.oob_delivery = SerialExecutor(f"jgpy-oob-{name}")
+        tp = self.transport                   # disabled "thread pools": the receive threads deliver when they can
+        self.delivery = SerialExecutor(f"jgpy-deliver-{name}", not getattr(tp, "thread_pool_enabled", True))
+        self.oob_delivery = SerialExecutor(f"jgpy-oob-{name}", not getattr(tp, "oob_thread_pool_enabled", True))
         started = []
         try:
             for p in reversed(self.protocols):
@@ -195,7 +196,8 @@ class ProtocolStack:
         return self.protocols[-1].down_msg(msg)
 
     def deliver(self, protocol: Protocol, msgs: list, oob: bool = False) -> None:
-        """Hand ``msgs`` to ``protocol.up_batch`` on a delivery thread (regular: one FIFO thread)."""
+        """Hand ``msgs`` to ``protocol.up_batch`` on a delivery thread (regular: one FIFO thread; with the
+        transport's thread pools disabled, the calling thread delivers them itself while the executor is idle)."""
         ex = self.oob_delivery if oob else self.delivery
         if ex is None:
             return
