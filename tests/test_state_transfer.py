@@ -51,12 +51,20 @@ PART = b"partial state #1"
 
 @pytest.fixture(scope="module")
 def configs():
-    """The jar's udp.xml, and two variants of it with pbcast.STREAMING_STATE_TRANSFER instead of
-    pbcast.STATE_TRANSFER (state socket; use_default_transport), as files both kinds can read."""
+    """The jar's udp.xml, two variants of it with pbcast.STREAMING_STATE_TRANSFER instead of
+    pbcast.STATE_TRANSFER (state socket; use_default_transport), and one with the transport's thread pools
+    disabled (the receive threads deliver), as files both kinds can read."""
     paths = {"udp": "udp.xml"}
     made = []
-    for key, props in (("streaming", None), ("streaming-dt", {"use_default_transport": "true"})):
-        cfg = load_config("udp.xml").replace("pbcast.STATE_TRANSFER", "pbcast.STREAMING_STATE_TRANSFER", props)
+    variants = {
+        "streaming": lambda c: c.replace("pbcast.STATE_TRANSFER", "pbcast.STREAMING_STATE_TRANSFER", None),
+        "streaming-dt": lambda c: c.replace("pbcast.STATE_TRANSFER", "pbcast.STREAMING_STATE_TRANSFER",
+                                            {"use_default_transport": "true"}),
+        "udp-direct": lambda c: c.with_properties("UDP", **{"thread_pool.enabled": "false",
+                                                            "oob_thread_pool.enabled": "false"}),
+    }
+    for key, make in variants.items():
+        cfg = make(load_config("udp.xml"))
         f = tempfile.NamedTemporaryFile("w", suffix=".xml", prefix=f"jgpy-{key}-", delete=False)
         f.write(cfg.to_xml())
         f.close()
@@ -305,22 +313,23 @@ class Pump(threading.Thread):
         return self.sent
 
 
-@pytest.mark.parametrize("kinds", ["PPP", "JPJ", "PJP"])
-def test_state_transfer_messages_in_flight(kinds, members, configs, figures):
-    """kinds: provider, requester, other sender."""
+@pytest.mark.parametrize("kinds,config", [("PPP", "udp"), ("JPJ", "udp"), ("PJP", "udp"), ("PPP", "udp-direct")])
+def test_state_transfer_messages_in_flight(kinds, config, members, configs, figures):
+    """kinds: provider, requester, other sender. udp-direct: the receive threads deliver whenever the delivery
+    thread is idle; the cut must be as exact as with the delivery thread alone."""
     slow = {k: (1 if k == "P" else 0) for k in "PJ"}
     prov = members.start(kinds[0], "Prov")
     other = members.start(kinds[2], "Other")
     req = members.start(kinds[1], "Req")
     prov.call("set_state_provider", log=True, partial={"part-1": {"state": PART.hex()}})
     req.call("set_state_provider", log=True)
-    members.connect(prov, configs["udp"], slow[kinds[0]])
-    members.connect(other, configs["udp"])
+    members.connect(prov, configs[config], slow[kinds[0]])
+    members.connect(other, configs[config])
     pumps = [Pump(prov), Pump(other)]
     for p in pumps:
         p.start()
     time.sleep(0.5)
-    members.connect(req, configs["udp"], slow[kinds[1]])
+    members.connect(req, configs[config], slow[kinds[1]])
     for p in pumps:                                # a backlog at the provider just when the request arrives
         p.big.set()
     for p in pumps:
