@@ -5,7 +5,8 @@
 themselves (Java: its ``DirectExecutor``; jgpy: ``SerialExecutor(caller_runs=True)``, while the delivery
 thread is idle), which saves one thread switch per message on each side. This runs the 100 B request/response workload of
 ``make bench`` for each cluster kind with both configs, alternating (pooled, direct, pooled, ...), so the
-machine's drift hits both alike, and prints the medians of the repetitions and the ratios.
+machine's drift hits both alike, and prints the medians of the repetitions and the ratios (``make bench``
+runs it as a section of ``benchmarks/run.py``).
 
     python benchmarks/direct_delivery.py [--kinds PP,JJ] [--reps 3] [--count 8000]
 """
@@ -16,11 +17,16 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def progress(msg: str) -> None:
+    print(f"[direct-delivery {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def direct_config(path: Path) -> Path:
@@ -33,7 +39,9 @@ def direct_config(path: Path) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> dict:
+    """Run the comparison; returns {"runs": ..., "medians": ..., "markdown": [lines]} (``benchmarks/run.py``
+    puts the markdown into RESULTS.md)."""
     from jgpy.tools.perf import Cluster, Workload, directions, receiver_for
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -42,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=8000, help="measured round trips per run")
     args = ap.parse_args(argv)
     w = Workload("rtt_100", "100 B request/response round trip", "rtt", 100, args.count, 1000)
+    runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         configs = {"pooled": "udp.xml", "direct": str(direct_config(Path(tmp) / "udp-direct.xml"))}
-        runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for rep in range(args.reps):
             for kinds in args.kinds.split(","):
                 for label, config in configs.items():
@@ -52,17 +60,27 @@ def main(argv: list[str] | None = None) -> int:
                         _, sender = directions(c.kinds, w)[0]
                         m = c.measure(w, sender, receiver_for(c.kinds, sender))
                     rtt = m.rtt or {}
-                    runs.setdefault((kinds, label), []).append((rtt.get("median_us"), rtt.get("p99_us")))
-                    print(f"[{rep + 1}/{args.reps}] {kinds} {label}: median {rtt.get('median_us', 0):.0f} us, "
-                          f"p99 {rtt.get('p99_us', 0):.0f} us", flush=True)
-    med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in runs.items()}
-    print("\n| cluster | pools | median us | p99 us | direct / pooled (median) |")
-    print("|---|---|---:|---:|---:|")
-    for (kinds, label), (m50, m99) in med.items():
-        ratio = m50 / med[(kinds, "pooled")][0] if label == "direct" else 1.0
-        print(f"| {kinds} | {label} | {m50:.0f} | {m99:.0f} | {ratio:.2f} |")
-    return 0
+                    runs.setdefault(f"{kinds} {label}", []).append(
+                        {k: rtt.get(k) for k in ("median_us", "p99_us", "p999_us")})
+                    progress(f"[{rep + 1}/{args.reps}] {kinds} {label}: median "
+                             f"{rtt.get('median_us') or 0:.0f} us, p99 {rtt.get('p99_us') or 0:.0f} us")
+    medians = {key: {q: statistics.median(r[q] for r in rs if r[q] is not None) for q in ("median_us", "p99_us")}
+               for key, rs in runs.items()}
+    md = [f"100 B request/response, {args.count:,} round trips after 1,000 warm-up, {args.reps} repetitions "
+          "alternating; medians of the repetitions. pooled: the jar's `udp.xml`; direct: the same with "
+          "`thread_pool.enabled=\"false\"` and `oob_thread_pool.enabled=\"false\"` (the receive threads "
+          "deliver).", "",
+          "| cluster | pools | median us | p99 us | median direct / pooled |", "|---|---|---:|---:|---:|"]
+    for key, m in medians.items():
+        kinds, label = key.split()
+        base = medians.get(f"{kinds} pooled", {}).get("median_us")
+        ratio = f"{m['median_us'] / base:.2f}" if label == "direct" and base else "-"
+        md.append(f"| {kinds} | {label} | {m['median_us']:,.0f} | {m['p99_us']:,.0f} | {ratio} |")
+    pd, jd, jp = (medians.get(k, {}).get("median_us") for k in ("PP direct", "JJ direct", "JJ pooled"))
+    if pd and jd and jp:
+        md += ["", f"jgpy direct / Java direct (median): {pd / jd:.2f}; jgpy direct / Java pooled: {pd / jp:.2f}."]
+    return {"runs": runs, "medians": medians, "markdown": md}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    print("\n".join(main()["markdown"]))

@@ -4,7 +4,8 @@
 Sections (each can be skipped): the wire codec against Java's CodecBench, the micro benchmarks
 (pytest-benchmark: seqno tables, FRAG2, UDP core), the end-to-end suite (``benchmarks/e2e.py``: Java-only,
 jgpy-only and mixed clusters of member processes, and the raw C limit), the state transfer benchmark
-(``benchmarks/state_transfer.py``) and the checker scale run (``benchmarks/checker_scale.py``, when present).
+(``benchmarks/state_transfer.py``), round trips with the thread pools disabled (``benchmarks/direct_delivery.py``)
+and the checker scale run (``benchmarks/checker_scale.py``, when present).
 
 Writes ``benchmarks/results/<stamp>.json`` (every figure), ``benchmarks/RESULTS.md`` (the tables, the ratios
 jgpy/Java and the command that produced them) and ``benchmarks/plots/*.png``. Progress goes to stdout.
@@ -193,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-e2e", action="store_true")
     ap.add_argument("--skip-state", action="store_true", help="skip benchmarks/state_transfer.py")
     ap.add_argument("--skip-checker", action="store_true", help="skip benchmarks/checker_scale.py")
+    ap.add_argument("--skip-direct", action="store_true", help="skip benchmarks/direct_delivery.py")
     ap.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md and plots/")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap every member process
@@ -270,6 +272,13 @@ def main(argv: list[str] | None = None) -> int:
         if st:
             record["state_transfer"] = st
             md_sections += ["## State transfer (`benchmarks/state_transfer.py`)", *state_tables(st), ""]
+    if not args.skip_direct:
+        progress("round trips with the thread pools disabled (benchmarks/direct_delivery.py) ...")
+        dd = section("direct delivery", lambda: call_main("direct_delivery"))
+        if dd:
+            record["direct_delivery"] = {k: v for k, v in dd.items() if k != "markdown"}
+            md_sections += ["## Round trip with the thread pools disabled (`benchmarks/direct_delivery.py`)", "",
+                            *dd["markdown"], ""]
     if not args.skip_checker:
         if (ROOT / "benchmarks" / "checker_scale.py").is_file():
             progress("checker scale run (benchmarks/checker_scale.py) ...")

@@ -132,3 +132,17 @@ def test_e2e_suite_tiny(tmp_path):
         assert all(p.stat().st_size > 10_000 for p in pngs)
     except ImportError:
         assert pngs == []
+
+
+def test_direct_delivery_tiny():
+    """benchmarks/direct_delivery.py with a few hundred round trips: jgpy and Java clusters both run with the
+    jar's udp.xml and with the thread pools disabled, and the table renders."""
+    from benchmarks import direct_delivery
+    from tests.conftest import require_java
+
+    require_java()
+    out = direct_delivery.main(["--kinds", "PP,JJ", "--reps", "1", "--count", "300"])
+    assert set(out["medians"]) == {"PP pooled", "PP direct", "JJ pooled", "JJ direct"}
+    assert all(m["median_us"] > 0 for m in out["medians"].values())
+    md = "\n".join(out["markdown"])
+    assert "| PP | direct |" in md and "jgpy direct / Java direct" in md
