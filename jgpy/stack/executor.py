@@ -112,7 +112,8 @@ class SerialExecutor:
 
     def in_thread(self) -> bool:
         """Whether the calling thread is the one running tasks (the executor's, or a submitter's right now)."""
-        return threading.current_thread() is self._thread or (self._runner and threading.get_ident() == self._runner)
+        return threading.current_thread() is self._thread or (self._runner != 0 and
+                                                              threading.get_ident() == self._runner)
 
     def _run(self) -> None:
         q = self._q
