@@ -586,3 +586,41 @@ def test_java_and_jgpy_fast_sender_slow_receiver(java_nodes, slow, figures):
     finally:
         import os
         os.unlink(xml)
+
+
+@pytest.mark.parametrize("cls,pid", [("UFC", 45), ("MFC", 44)])
+def test_ufc_mfc_ignore_synchronous_response(stacks, cls, pid):
+    """MFC and UFC (2.12's FlowControl) do not block a message sent by a thread that is passing a message up
+    through them either (default true, as in Java): with the thread pools disabled that thread is a receive
+    thread, and the credits it would wait for could only come in through itself."""
+    from jgpy.protocols import flow_control
+
+    b = UUID.random()
+    assert flow_control.FlowControl.ignore_synchronous_response.default is True
+    for ignore in (True, False):
+        p = getattr(flow_control, cls)()
+        p.max_credits, p.min_threshold, p.max_block_time, p.ignore_synchronous_response = 10000, 0.6, 5000, ignore
+        s = stacks(p, UUID.random(), [None, b], loopback=False)
+        dest = b if cls == "UFC" else None
+        s.send(Message(dest, b"x" * 9000))                   # 1000 credits left
+        answered = threading.Event()
+
+        def app(msgs, s=s, answered=answered, dest=dest):   # the application's receive(): answers with 2000 bytes
+            s.prot.down_msg(Message(dest, b"r" * 2000))
+            answered.set()
+        s.top.up_batch = app
+        incoming = data_from(b, 10, dest=s.local_addr if cls == "UFC" else None)
+        rx = threading.Thread(target=s.tp.inject, args=([incoming],), daemon=True)
+        rx.start()
+        if ignore:
+            assert answered.wait(1) and p.counters["synchronous_bypasses"] == 1 and p.counters["blockings"] == 0
+        else:
+            assert not answered.wait(0.4), "blocked without ignore_synchronous_response"
+            credits = []
+            for src in ([b] if cls == "UFC" else [b, s.local_addr]):     # MFC keeps credits with itself too
+                credits.append(Message(None, object_to_buffer(JavaObject("Long", 9000)), src, OOB))
+                credits[-1].put_header(pid, FcHeader(REPLENISH))
+            s.tp.inject(credits)
+            assert answered.wait(2)
+        rx.join(2)
+        s.stop()

@@ -2,7 +2,11 @@
 
 A sender starts with ``max_credits`` bytes per receiver and spends the payload length of every message;
 without credits it blocks (up to ``max_block_time`` at a time, asking for credits with CREDIT_REQUEST) —
-never a receive thread, only the application's sending thread. A receiver counts what it consumed per
+never a receive thread, only the application's sending thread. With ``ignore_synchronous_response``
+(default true, as in 2.12) a message sent by a thread that is passing a message up through this protocol
+(an answer sent from ``receive()``) is never blocked: it goes out without credits (JGRP-465/928). That
+matters most with the transport's thread pools disabled, where that thread is a receive thread and the
+credits it would wait for could only come in through itself. A receiver counts what it consumed per
 sender and, once a sender's credit with it falls to ``min_credits`` (``max_credits * min_threshold``),
 sends REPLENISH (OOB, payload: a Java Long). Receivers count after the application has processed a
 message (this runs on the delivery thread), so a slow application slows its senders down.
@@ -73,16 +77,17 @@ class FlowControl(Protocol):
                            "min_threshold)")
     max_block_time = Property(to_int, 5000, "ms a sender blocks before asking for credits again")
     max_block_times = Property(str, None, "per message size block times, e.g. 50:1,500:3,1500:5 (ms)")
-    ignore_synchronous_response = Property(to_bool, False, "do not block RPC responses sent from within a "
-                                           "delivery (JGRP-465)")
+    ignore_synchronous_response = Property(to_bool, True, "never block a message sent by a thread that is passing "
+                                           "a message up through this protocol (JGRP-465)")
 
     def __init__(self) -> None:
         super().__init__()
         self.running = False
         self.received: ReceiverCredits | None = None
         self._block_times: list[tuple[int, int]] | None = None
+        self._tl = threading.local()                # .delivering: passing a message up (JGRP-465)
         self.counters = dict.fromkeys(("credit_requests_sent", "credit_requests_received", "credit_responses_sent",
-                                       "credit_responses_received", "blockings"), 0)
+                                       "credit_responses_received", "blockings", "synchronous_bypasses"), 0)
         self.counters["time_blocked_ms"] = 0.0
 
     def init(self) -> None:
@@ -175,9 +180,14 @@ class FlowControl(Protocol):
         if not rest:
             return
         counted = credit_lengths(rest, self.HANDLES_MULTICASTS, NO_FC)
+        tl = self._tl
+        prev = getattr(tl, "delivering", False)
+        if counted and self.ignore_synchronous_response:
+            tl.delivering = True
         try:
             self.up_prot.up_batch(rest)
         finally:
+            tl.delivering = prev
             if counted:
                 for sender, length in counted.items():
                     credits = self.received.consumed(sender, length)
@@ -238,6 +248,9 @@ class _Credits(FlowControl):
     def _wait_for_credits(self, fits, block: int, ask) -> None:
         """(the slow path) Wait until ``fits()`` spent the credits, ``block`` ms pass per round (asking
         ``ask()`` for credits every ``max_block_time``), or we stop; with ``max_block_times`` once only."""
+        if getattr(self._tl, "delivering", False):   # an answer from receive(): never blocked (JGRP-465)
+            self.counters["synchronous_bypasses"] += 1
+            return
         with self._cond:
             self._waiting += 1
             try:
