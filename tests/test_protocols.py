@@ -1,6 +1,7 @@
 """Protocol mechanisms on jgpy-only clusters (in one process, real UDP on loopback): the paths that ordinary
 traffic rarely takes — XMIT_RSP retransmission, a lost last message, stability purging, SEND_FIRST_SEQNO,
-disable_initial_coord, rejected joins, the barrier."""
+disable_initial_coord, rejected joins, the barrier, a merge digest over undelivered messages, delivery on the
+receive threads (thread pools disabled)."""
 
 from __future__ import annotations
 
