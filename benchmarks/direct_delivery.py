@@ -3,10 +3,10 @@
 
 ``thread_pool.enabled="false"`` and ``oob_thread_pool.enabled="false"`` make the receive threads deliver
 themselves (Java: its ``DirectExecutor``; jgpy: ``SerialExecutor(caller_runs=True)``, while the delivery
-thread is idle), which saves one thread switch per message on each side. This runs the 100 B request/response workload of
-``make bench`` for each cluster kind with both configs, alternating (pooled, direct, pooled, ...), so the
-machine's drift hits both alike, and prints the medians of the repetitions and the ratios (``make bench``
-runs it as a section of ``benchmarks/run.py``).
+thread is idle), which saves one thread switch per message on each side. This runs the 100 B
+request/response workload of ``make bench`` for each cluster kind with both configs, alternating (pooled,
+direct, pooled, ...), so the machine's drift hits both alike, and prints the medians of the repetitions and
+the ratios (``make bench`` runs it as a section of ``benchmarks/run.py``).
 
     python benchmarks/direct_delivery.py [--kinds PP,JJ] [--reps 3] [--count 8000]
 """

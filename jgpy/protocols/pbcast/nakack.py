@@ -305,8 +305,8 @@ class NAKACK(Protocol):
                 if my_hr > my_hd:
                     self.counters["windows_reset_with_pending"] += 1
                     self.log.warning("%s: merge digest resets the window for %s (delivered %d, received %d) to "
-                                     "delivered %d: messages %d..%d are not delivered here", me, sender, my_hd, my_hr, hd,
-                                     my_hd + 1, hd)
+                                     "delivered %d: messages %d..%d are not delivered here",
+                                     me, sender, my_hd, my_hr, hd, my_hd + 1, hd)
                 del self.windows[sender]
                 win.destroy()
                 if sender == me:                       # JGRP-1251 (never reached: own entry is skipped above)
