@@ -1,7 +1,7 @@
 """Protocol mechanisms on jgpy-only clusters (in one process, real UDP on loopback): the paths that ordinary
 traffic rarely takes — XMIT_RSP retransmission, a lost last message, stability purging, SEND_FIRST_SEQNO,
 disable_initial_coord, rejected joins, the barrier, a merge digest over undelivered messages, delivery on the
-receive threads (thread pools disabled)."""
+receive threads (thread pools disabled), a coordinator leaving right after a join."""
 
 from __future__ import annotations
 
@@ -209,3 +209,19 @@ def test_thread_pool_disabled_delivers_on_the_receive_threads(members):
     assert not check_fifo(b.received.unicast_by_sender, {"A": 300})
     assert {t for t in threads if t.startswith(("jgpy-mcast", "jgpy-ucast", "jgpy-loopback"))}, threads
     assert threads <= {t.name for t in threading.enumerate() if t.name.startswith("jgpy-")}, threads
+
+
+def test_coordinator_leaving_right_after_a_join_still_installs_the_view_without_itself(members):
+    """The coordinator closes as soon as a joiner has the view: its view handler may still be finishing that
+    join (waiting for the joiner's VIEW_ACK) when leave() flags it as leaving. The join batch used to reset
+    the coordinator's state on that flag, so its own LEAVE then found a client and no view went out: the
+    remaining member learnt of it only through failure detection (10 s and more) and its own leave waited for
+    3 x leave_timeout. The leave view must arrive at once, every time."""
+    cfg = stock().with_properties("pbcast.GMS", print_local_addr="false")
+    for i in range(3):
+        c = members(f"C{i}", cfg)
+        w = members(f"W{i}", cfg)
+        assert wait_all(lambda: len(w.view_names()) == 2 and len(c.view_names()) == 2, 10)
+        c.close()                                            # no pause: the race of the bug
+        assert wait_all(lambda: w.view_names() == [f"W{i}"], 3), w.view_names()
+        w.close()

@@ -573,9 +573,12 @@ class CoordGmsImpl(ServerGmsImpl):
                 new_mbrs.remove(m)
         if not new_mbrs and not leaving and not suspected:
             return
+        # our own LEAVE in this batch, not the flag: leave() sets that at once, and a batch still finishing
+        # (a join waiting for the joiner's VIEW_ACK) must not reset the state before our LEAVE is processed
+        i_leave = me in leaving
         new_view = gms.get_next_view(new_mbrs, leaving, suspected)
         if not new_view.members and new_view.creator == me:
-            if self.leaving:
+            if i_leave:
                 gms.init_state()
             return
         gms.up_prot.up(Event(EventType.PREPARE_VIEW, new_view))
@@ -597,7 +600,7 @@ class CoordGmsImpl(ServerGmsImpl):
         finally:
             if new_mbrs:
                 gms.down_prot.down(Event(EventType.RESUME_STABLE))
-            if self.leaving:
+            if i_leave:
                 gms.init_state()
 
     def _send_leave_responses(self, leaving: list) -> None:
