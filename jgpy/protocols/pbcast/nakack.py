@@ -299,9 +299,9 @@ class NAKACK(Protocol):
                 continue
             win = self.windows.get(sender)
             if win is not None:
-                if not merge or sender == me or win.digest()[1] >= hd:
-                    continue
                 _low, my_hd, my_hr = win.digest()
+                if not merge or sender == me or my_hd >= hd:
+                    continue
                 if my_hr > my_hd:
                     self.counters["windows_reset_with_pending"] += 1
                     self.log.warning("%s: merge digest resets the window for %s (delivered %d, received %d) to "
