@@ -198,6 +198,31 @@ def test_loss_and_retransmission(cluster_factory, kinds, mcast_xmit):
             assert int(nak.get("xmit_reqs_sent", 0)) > 0, nak
 
 
+# ---- delayed ACKs (jgpy's UNICAST ack_delay) with a Java sender ----
+
+@pytest.mark.parametrize("kinds", ["JP", "PJ"])
+def test_delayed_acks_empty_a_java_senders_window(cluster_factory, kinds):
+    """jgpy acks sparse unicasts ack_delay ms late, one cumulative ACK for several messages: the Java sender's
+    window still empties, with no retransmission (its first one is 300 ms away), and FIFO holds."""
+    c = cluster_factory(kinds)
+    c.start()
+    c.assert_agreement()
+    java = next(m for m in c.members if m.kind == "java")
+    py = next(m for m in c.members if m.kind == "jgpy")
+    before = py.stats()["UNICAST"]
+    got_before = py.received.count(True)
+    bursts, per_burst = 20, 5
+    for i in range(bursts):                       # sparse: a burst every few ms (a command round trip)
+        java.send_numbered(per_burst, dest_name=py.name, start=i * per_burst)
+    n = bursts * per_burst
+    assert py.wait_received(got_before + n, unicast=True, timeout=30)
+    assert not check_fifo(py.received.unicast_by_sender, {java.name: n})
+    assert wait_all(lambda: int(java.stats()["UNICAST"]["num_unacked_msgs"]) == 0, 10), java.stats()["UNICAST"]
+    after = py.stats()["UNICAST"]
+    assert after["acks_delayed"] > before["acks_delayed"], after
+    assert after["acks_sent"] - before["acks_sent"] <= n // 2, after
+    assert int(java.stats()["UNICAST"]["num_xmits"]) == 0
+
 # ---- 6: graceful leaves, coordinator hand-over ----
 
 @pytest.mark.parametrize("kinds,leaver", [("JPJ", 1), ("PJP", 1), ("PJP", 0), ("JPJ", 0), ("PPP", 0)])

@@ -1,20 +1,39 @@
-"""UNICAST on a fake transport: cumulative ACKs (one per sender and received batch) and re-ACKs of duplicates."""
+"""UNICAST on a fake transport: cumulative ACKs (one per sender and received batch), re-ACKs of duplicates,
+and the delayed ACKs (``ack_delay``, ``ack_threshold``)."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from jgpy import UUID, Message
 from jgpy._core.headers import UnicastHeader
 from jgpy.protocols.unicast import UNICAST
+from jgpy.stack.events import Event, EventType
 from tests.fakestack import FakeStack
 
 DATA, ACK = UnicastHeader.DATA, UnicastHeader.ACK
 
 
+def unicast(**props) -> UNICAST:
+    u = UNICAST()
+    for k, v in props.items():
+        setattr(u, k, v)
+    return u
+
+
 @pytest.fixture
 def stack():
-    s = FakeStack(UNICAST(), connect=True)
+    """ack_delay=0: every batch acked at once, as 2.12 does."""
+    s = FakeStack(unicast(ack_delay=0), connect=True)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def delayed():
+    s = FakeStack(unicast(ack_delay=50, ack_threshold=8, timeout=[1000, 2000]), connect=True)
     yield s
     s.close()
 
@@ -77,3 +96,56 @@ def test_acks_of_a_batch_release_up_to_the_highest(stack):
     assert stats()["unacked"] == 3 and stats()["acks_received"] == 3
     stack.tp.inject([ack(stack, p, 10)])
     assert stats()["unacked"] == 0
+
+
+def test_delayed_acks_cover_the_batches_that_follow(delayed):
+    """Batches of a few messages are not acked at once: one cumulative ACK, ack_delay after the first."""
+    p = UUID.random()
+    t0 = time.monotonic()
+    for i in range(1, 4):
+        delayed.tp.inject([data(delayed, p, i, first=(i == 1))])
+    delayed.top.wait_messages(3)
+    assert acks_to(delayed, p) == []
+    delayed.tp.wait_sent(lambda x: x.msg.dest == p, timeout=5.0)
+    assert time.monotonic() - t0 >= 0.045
+    assert acks_to(delayed, p) == [3]
+    assert delayed.prot.counters["acks_delayed"] == 1
+
+
+def test_ack_threshold_and_duplicates_ack_at_once(delayed):
+    p = UUID.random()
+    delayed.tp.inject([data(delayed, p, i, first=(i == 1)) for i in range(1, 9)])   # 8 = ack_threshold
+    delayed.top.wait_messages(8)
+    assert acks_to(delayed, p) == [8]
+    delayed.tp.clear()
+    delayed.tp.inject([data(delayed, p, 9)])
+    assert acks_to(delayed, p) == []                 # one new message: waits
+    delayed.tp.inject([data(delayed, p, 5)])          # a retransmission: the sender misses our ACK
+    assert acks_to(delayed, p) == [9]                 # acked at once, the pending 9 included
+
+
+def test_a_new_connection_drops_the_pending_ack_of_the_old_one(delayed):
+    """An ACK carries no conn_id: a pending ACK(5) of an old connection would acknowledge 1..5 of the new one."""
+    p = UUID.random()
+    delayed.tp.inject([data(delayed, p, i, conn_id=1, first=(i == 1)) for i in range(1, 6)])
+    delayed.tp.inject([data(delayed, p, 1, conn_id=2, first=True)])
+    delayed.top.wait_messages(6)
+    delayed.tp.wait_sent(lambda x: x.msg.dest == p, timeout=5.0)
+    assert acks_to(delayed, p) == [1]
+
+
+def test_disconnect_sends_the_pending_acks(delayed):
+    p = UUID.random()
+    delayed.tp.inject([data(delayed, p, 1, first=True), data(delayed, p, 2)])
+    delayed.top.wait_messages(2)
+    assert acks_to(delayed, p) == []
+    delayed.prot.down(Event(EventType.DISCONNECT))
+    assert acks_to(delayed, p) == [2]
+
+
+def test_ack_delay_is_capped_by_the_retransmission_timeout():
+    s = FakeStack(unicast(ack_delay=1000, timeout=[100, 200]), connect=True)
+    try:
+        assert s.prot._ack_delay_ms == 10
+    finally:
+        s.close()

@@ -3,7 +3,14 @@
 Per peer, the sender numbers messages from 1 on a connection (``conn_id``); the first message says so
 (``first``). The receiver creates its window on a first message only; a message for a connection it does
 not know makes it ask for the first one (SEND_FIRST_SEQNO). Receivers ACK cumulatively; unacked messages
-are retransmitted on the ``timeout`` schedule. Windows are the Cython ``AckSenderWindow`` and
+are retransmitted on the ``timeout`` schedule.
+
+Delayed acknowledgements (jgpy's ``ack_delay``, ``ack_threshold``): 2.12 acks every message the moment
+it arrives; jgpy acks a sender once ``ack_threshold`` of its messages are unacknowledged, or else
+``ack_delay`` ms after the first of them, with one cumulative ACK (2.12's ACK(n) acknowledges every seqno
+up to n, so the wire and the senders' windows work unchanged; UNICAST3 in later JGroups does the same).
+A request/response exchange then costs each side no ACK to send and none to receive per round trip. A
+duplicate (the sender is retransmitting) is acked at once. Windows are the Cython ``AckSenderWindow`` and
 ``AckReceiverWindow``; deliverable messages go to the delivery thread in order, OOB ones right away.
 """
 
@@ -44,11 +51,15 @@ class UNICAST(Protocol):
     max_msg_batch_size = Property(to_int, 500, "max messages removed from a receive window in one go")
     max_retransmit_time = Property(to_int, 60000, "ms after which a connection to a non-member is dropped "
                                    "(0: never)")
-    immediate_ack = Property(to_bool, False, "ack as soon as a message is in the receive window (jgpy always "
-                             "does: delivery is decoupled, so acks never wait for the application)",
-                             deprecated="deprecated in 2.12; jgpy acks on receipt anyway")
+    immediate_ack = Property(to_bool, False, "ack as soon as a message is in the receive window (jgpy acks on "
+                             "receipt, never waiting for the application; ack_delay sets how soon)",
+                             deprecated="deprecated in 2.12; jgpy acks on receipt anyway (see ack_delay)")
     xmit_tick = Property(to_int, 0, "jgpy: ms between checks for due retransmissions (0: a quarter of the "
                          "first timeout)")
+    ack_delay = Property(to_int, 5, "jgpy: ms an ACK may wait to cover the messages that follow it (0: ack "
+                         "every received batch at once, as 2.12); at most a tenth of the first timeout")
+    ack_threshold = Property(to_int, 64, "jgpy: unacknowledged messages from one sender that are acked at "
+                             "once, without waiting for ack_delay")
 
     IGNORED_PROPERTIES = {
         "segment_capacity": ignored("jgpy's receive window grows as needed"),
@@ -70,10 +81,14 @@ class UNICAST(Protocol):
         self._send = UnicastSend(self, self.id, self.send_table, self._lock, self._new_connection, self._not_started)
         self.down_msg = self._send.down_msg
         self._xmit_task = None
+        self._pending_acks: dict[Any, list] = {}   # sender -> [highest seqno to ack, messages it covers]
+        self._ack_task = None                      # the timer task that sends the delayed ACKs
+        self._ack_delay_ms = 0
         self._rl = RateLimitedLog(self.log)
         self.counters = dict.fromkeys(("msgs_sent", "msgs_received", "acks_sent", "acks_received", "xmits",
                                        "first_seqno_requests_sent", "first_seqno_requests_received",
-                                       "dropped_unknown_conn", "dropped_bad_seqno", "duplicates"), 0)
+                                       "dropped_unknown_conn", "dropped_bad_seqno", "duplicates",
+                                       "acks_delayed"), 0)
 
     def start(self) -> None:
         self.started = self._send.started = True
@@ -81,6 +96,7 @@ class UNICAST(Protocol):
         self.disconnected = False
         tick = self.xmit_tick or max(20, min(self.timeout) // 4)
         self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "UNICAST xmit")
+        self._ack_delay_ms = max(0, min(self.ack_delay, self.timeout[0] // 10 if self.timeout else 0))
 
     def stop(self) -> None:
         self.started = self._send.started = False
@@ -88,6 +104,10 @@ class UNICAST(Protocol):
             self._xmit_task.cancel()
             self._xmit_task = None
         with self._lock:
+            self._pending_acks.clear()
+            if self._ack_task is not None:
+                self._ack_task.cancel()
+                self._ack_task = None
             self.send_table.clear()
             self.recv_table.clear()
 
@@ -135,7 +155,7 @@ class UNICAST(Protocol):
         if mine:
             deliver: list = []
             oob: list = []
-            acks: dict = {}                      # sender -> seqno we acknowledge
+            acks: dict = {}                      # sender -> [seqno we acknowledge, messages, at once?]
             acked: dict = {}                     # receiver -> highest seqno it acknowledged
             for msg in mine:
                 if msg.dest is None or msg.flags & NO_RELIABILITY:
@@ -155,8 +175,8 @@ class UNICAST(Protocol):
                     self._rl.error("bad-type", "UnicastHeader type %s not known", t)
             if acked:
                 self._handle_acks(acked)
-            for sender, seq in acks.items():     # one cumulative ACK per sender and batch, sent before the
-                self._send_ack(sender, seq)      # hand-off (the woken delivery thread needs the GIL)
+            if acks:                             # before the hand-off: the woken delivery thread needs the GIL
+                self._acknowledge(acks)
             if deliver:
                 self.stack.deliver(self.up_prot, deliver)
             if oob:
@@ -167,13 +187,16 @@ class UNICAST(Protocol):
     def _handle_data(self, sender, seq: int, conn_id: int, first: bool, msg: Message, deliver: list, oob: list,
                      acks: dict) -> None:
         """Add a data message to the sender's window; what became deliverable goes to ``deliver`` (OOB
-        messages to ``oob`` at once), and the seqno to acknowledge to ``acks[sender]`` (the highest)."""
+        messages to ``oob`` at once), and to ``acks[sender]`` the highest seqno to acknowledge, the count of new
+        messages and whether the ACK must go at once (a duplicate)."""
         self.counters["msgs_received"] += 1
         with self._lock:
             entry = self.recv_table.get(sender)
             if first:
                 if entry is None or entry.conn_id != conn_id:
                     entry = self.recv_table[sender] = _Receiver(conn_id, seq)
+                    self._pending_acks.pop(sender, None)   # an ACK (no conn_id) for the old connection
+                    acks.pop(sender, None)                 # would acknowledge the new one's seqnos
             elif entry is None or entry.conn_id != conn_id:
                 entry = None
             if entry is None:
@@ -194,13 +217,51 @@ class UNICAST(Protocol):
         if entry is None:
             self._send_first_seqno_request(sender)
             return
-        if result == -1:                 # already delivered: ack it again (our ACK may have been lost)
+        ack = acks.get(sender)
+        if ack is None:
+            ack = acks[sender] = [0, 0, False]
+        if result == -1:                 # already delivered: ack it again at once (our ACK may have been lost)
             self.counters["duplicates"] += 1
             highest = max(highest, seq)
+            ack[2] = True
         elif result == 0:
             self.counters["duplicates"] += 1
-        if highest > acks.get(sender, 0):
-            acks[sender] = highest
+            ack[2] = True
+        else:
+            ack[1] += 1
+        if highest > ack[0]:
+            ack[0] = highest
+
+    def _acknowledge(self, acks: dict) -> None:
+        """Send or delay the ACKs of a batch: ``acks`` = {sender: [highest seqno, new messages, at once?]}."""
+        delay = self._ack_delay_ms
+        now: list = []
+        with self._lock:
+            pending = self._pending_acks
+            for sender, (seq, count, urgent) in acks.items():
+                if seq <= 0:
+                    continue
+                p = pending.get(sender)
+                if p is not None:
+                    seq, count = max(seq, p[0]), count + p[1]
+                if urgent or delay <= 0 or count >= self.ack_threshold:
+                    pending.pop(sender, None)
+                    now.append((sender, seq))
+                else:
+                    pending[sender] = [seq, count]
+            if pending and self._ack_task is None and delay > 0:
+                self._ack_task = self.timer.schedule(delay, self._send_delayed_acks, "UNICAST delayed acks")
+        for sender, seq in now:
+            self._send_ack(sender, seq)
+
+    def _send_delayed_acks(self) -> None:
+        with self._lock:
+            due = list(self._pending_acks.items())
+            self._pending_acks.clear()
+            self._ack_task = None
+        self.counters["acks_delayed"] += len(due)
+        for sender, (seq, _count) in due:
+            self._send_ack(sender, seq)
 
     def _handle_acks(self, acked: dict) -> None:
         with self._lock:
@@ -245,12 +306,13 @@ class UNICAST(Protocol):
         if t == EventType.VIEW_CHANGE:
             self.members = list(evt.arg.members or ())
             with self._lock:
-                for table in (self.send_table, self.recv_table):
+                for table in (self.send_table, self.recv_table, self._pending_acks):
                     for addr in [a for a in table if a not in self.members]:
                         del table[addr]
         elif t == EventType.CONNECT:
             self.disconnected = False
         elif t == EventType.DISCONNECT:
+            self._send_delayed_acks()            # the senders need not retransmit to us
             self.disconnected = True
         return self.down_prot.down(evt)
 
