@@ -198,13 +198,13 @@ def test_loss_and_retransmission(cluster_factory, kinds, mcast_xmit):
             assert int(nak.get("xmit_reqs_sent", 0)) > 0, nak
 
 
-# ---- delayed ACKs (jgpy's UNICAST ack_delay) with a Java sender ----
+# ---- delayed ACKs (jgpy's UNICAST ack_delay, opt-in) with a Java sender ----
 
 @pytest.mark.parametrize("kinds", ["JP", "PJ"])
 def test_delayed_acks_empty_a_java_senders_window(cluster_factory, kinds):
     """jgpy acks sparse unicasts ack_delay ms late, one cumulative ACK for several messages: the Java sender's
     window still empties, with no retransmission (its first one is 300 ms away), and FIFO holds."""
-    c = cluster_factory(kinds)
+    c = cluster_factory(kinds, jgpy_config=stock().with_properties("UNICAST", ack_delay="5"))
     c.start()
     c.assert_agreement()
     java = next(m for m in c.members if m.kind == "java")

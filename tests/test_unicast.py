@@ -25,8 +25,8 @@ def unicast(**props) -> UNICAST:
 
 @pytest.fixture
 def stack():
-    """ack_delay=0: every batch acked at once, as 2.12 does."""
-    s = FakeStack(unicast(ack_delay=0), connect=True)
+    """The default (ack_delay=0): every batch acked at once, as 2.12 does."""
+    s = FakeStack(unicast(), connect=True)
     yield s
     s.close()
 
