@@ -11,9 +11,11 @@ sender once ``ack_threshold`` of its messages are unacknowledged, or else ``ack_
 of them, with one cumulative ACK (2.12's ACK(n) acknowledges every seqno up to n, so the wire and the
 senders' windows work unchanged; UNICAST3 in later JGroups does the same). A request/response exchange then
 costs each side no ACK to send and none to receive: about 14 % less CPU per round trip here, but round
-trips were slower on the 2-vCPU benchmark VM (the early ACK keeps the peer's CPU awake), hence off by
-default. A duplicate (the sender is retransmitting) is acked at once. Windows are the Cython ``AckSenderWindow`` and
-``AckReceiverWindow``; deliverable messages go to the delivery thread in order, OOB ones right away.
+trips were slower on the 2-vCPU benchmark VM (probably because the per-message ACK keeps the peer's vCPU
+awake for the response), hence off by default. A duplicate (the sender is retransmitting) is acked at once.
+
+Windows are the Cython ``AckSenderWindow`` and ``AckReceiverWindow``; deliverable messages go to the
+delivery thread in order, OOB ones right away.
 """
 
 from __future__ import annotations
