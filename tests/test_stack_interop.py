@@ -223,6 +223,7 @@ def test_delayed_acks_empty_a_java_senders_window(cluster_factory, kinds):
     assert after["acks_sent"] - before["acks_sent"] <= n // 2, after
     assert int(java.stats()["UNICAST"]["num_xmits"]) == 0
 
+
 # ---- 6: graceful leaves, coordinator hand-over ----
 
 @pytest.mark.parametrize("kinds,leaver", [("JPJ", 1), ("PJP", 1), ("PJP", 0), ("JPJ", 0), ("PPP", 0)])

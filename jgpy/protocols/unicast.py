@@ -240,6 +240,11 @@ class UNICAST(Protocol):
     def _acknowledge(self, acks: dict) -> None:
         """Send or delay the ACKs of a batch: ``acks`` = {sender: [highest seqno, new messages, at once?]}."""
         delay = self._ack_delay_ms
+        if delay <= 0:                           # the default (2.12): nothing is ever pending, no lock needed
+            for sender, (seq, _count, _urgent) in acks.items():
+                if seq > 0:
+                    self._send_ack(sender, seq)
+            return
         now: list = []
         with self._lock:
             pending = self._pending_acks
@@ -249,12 +254,12 @@ class UNICAST(Protocol):
                 p = pending.get(sender)
                 if p is not None:
                     seq, count = max(seq, p[0]), count + p[1]
-                if urgent or delay <= 0 or count >= self.ack_threshold:
+                if urgent or count >= self.ack_threshold:
                     pending.pop(sender, None)
                     now.append((sender, seq))
                 else:
                     pending[sender] = [seq, count]
-            if pending and self._ack_task is None and delay > 0:
+            if pending and self._ack_task is None:
                 self._ack_task = self.timer.schedule(delay, self._send_delayed_acks, "UNICAST delayed acks")
         for sender, seq in now:
             self._send_ack(sender, seq)
