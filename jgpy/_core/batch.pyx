@@ -53,6 +53,31 @@ def total_length(list msgs):
     return total
 
 
+def multicast_length(list msgs):
+    """Sum of the payload lengths of the multicasts (``dest`` None) of the batch."""
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs), total = 0
+    cdef Message m
+    for i in range(n):
+        m = <Message>PyList_GET_ITEM(msgs, i)
+        if m.dest is None and m._buf is not None:
+            total += m._len
+    return total
+
+
+def unknown_multicast_sources(list msgs, members, known):
+    """Senders of the batch's multicasts that are in neither ``members`` nor ``known`` (each once, in
+    batch order)."""
+    cdef list out = []
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
+    cdef Message m
+    for i in range(n):
+        m = <Message>PyList_GET_ITEM(msgs, i)
+        src = m.src
+        if m.dest is None and src is not None and src not in members and src not in known and src not in out:
+            out.append(src)
+    return out
+
+
 def lengths_by_sender(list msgs):
     """``{src: total payload bytes}`` of the batch (flow control credits)."""
     cdef dict out = {}
@@ -152,3 +177,53 @@ def filter_transport(list msgs, int tp_id, bytes cluster_utf, object drop_src, b
             continue
         kept.append(m)
     return kept, no_hdr, other, own
+
+
+DEF MAX_GATED = 32
+
+
+cdef class UpGate:
+    """``up_batch`` of a run of consecutive *header-gated* protocols (see ``Protocol.up_gated``): each of
+    them handles only the messages that carry its own header and passes the others up unchanged.
+
+    One C pass over the batch finds the first protocol of the run that has a header in it and calls that
+    protocol's own ``up_batch``; a batch without any of the run's headers goes straight to ``after`` (the
+    next protocol that wants every batch). Exactly what calling the run one by one would do, without a
+    Python call per protocol."""
+
+    cdef int _n
+    cdef int _ids[MAX_GATED]
+    cdef list _handlers               # the run's own up_batch functions, bound to their protocols
+    cdef object _after                # the protocol above the run; its up_batch is looked up per call
+
+    def __init__(self, list ids, list handlers, after):
+        if not 1 <= len(ids) <= MAX_GATED or len(ids) != len(handlers):
+            raise ValueError(f"a gated run has 1..{MAX_GATED} protocols with one handler each, got "
+                             f"{len(ids)} ids and {len(handlers)} handlers")
+        cdef int i
+        for i in range(len(ids)):
+            self._ids[i] = ids[i]
+        self._n = len(ids)
+        self._handlers = handlers
+        self._after = after
+
+    def up_batch(self, list msgs):
+        cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
+        cdef int k, j, first = self._n, nid = self._n
+        cdef int* ids = self._ids
+        cdef Message m
+        for i in range(n):
+            m = <Message>PyList_GET_ITEM(msgs, i)
+            for k in range(m._nh):
+                for j in range(first):
+                    if m._h[k].id == ids[j]:
+                        first = j
+                        break
+            if first == 0:
+                break
+        if first < nid:
+            return self._handlers[first](msgs)
+        return self._after.up_batch(msgs)
+
+    def __repr__(self):
+        return f"<UpGate ids={[self._ids[i] for i in range(self._n)]} after={self._after!r}>"

@@ -26,8 +26,9 @@ class BARRIER(Protocol):
         super().__init__()
         self._closed = False
         self._held: list = []
-        self._in_flight = 0
-        self._cond = threading.Condition()
+        self._in_flight = 0                    # batches passing up right now
+        self._lock = threading.Lock()          # a plain lock: taken twice per batch
+        self._cond = threading.Condition(self._lock)
         self._opener = None
 
     @property
@@ -53,7 +54,7 @@ class BARRIER(Protocol):
         return self.up_prot.up(evt)
 
     def up_batch(self, msgs: list) -> None:
-        with self._cond:
+        with self._lock:
             if self._closed:
                 passing = [m for m in msgs if m.dest is not None]     # unicasts pass (JGRP-1341)
                 self._held.extend(m for m in msgs if m.dest is None)
@@ -64,9 +65,9 @@ class BARRIER(Protocol):
         try:
             self.up_prot.up_batch(msgs)
         finally:
-            with self._cond:
+            with self._lock:
                 self._in_flight -= 1
-                if self._in_flight == 0:
+                if self._in_flight == 0 and self._closed:       # close_barrier() may be waiting
                     self._cond.notify_all()
 
     def close_barrier(self, timeout: float = 5.0) -> None:

@@ -151,6 +151,9 @@ class Discovery(Protocol):
             return self.find_initial_members(None)
         return self.up_prot.up(evt)
 
+    def up_gated(self) -> bool:
+        return True
+
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         for msg in mine:

@@ -81,6 +81,9 @@ class FD_ALL(Protocol):  # noqa: N801 - the JGroups name
 
     # ---- messages ----
 
+    def up_gated(self) -> bool:
+        return not self.msg_counts_as_heartbeat      # else any message is a heartbeat
+
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         if mine:

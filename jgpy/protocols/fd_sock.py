@@ -302,6 +302,9 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
 
     # ---- messages ----
 
+    def up_gated(self) -> bool:
+        return True
+
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         for m in mine:

@@ -180,19 +180,21 @@ class FlowControl(Protocol):
         if not rest:
             return
         counted = credit_lengths(rest, self.HANDLES_MULTICASTS, NO_FC)
+        if not counted:                          # nothing we grant credits for (e.g. unicasts, for MFC)
+            self.up_prot.up_batch(rest)
+            return
         tl = self._tl
         prev = getattr(tl, "delivering", False)
-        if counted and self.ignore_synchronous_response:
+        if self.ignore_synchronous_response:
             tl.delivering = True
         try:
             self.up_prot.up_batch(rest)
         finally:
             tl.delivering = prev
-            if counted:
-                for sender, length in counted.items():
-                    credits = self.received.consumed(sender, length)
-                    if credits > 0:
-                        self.send_credit(sender, credits)
+            for sender, length in counted.items():
+                credits = self.received.consumed(sender, length)
+                if credits > 0:
+                    self.send_credit(sender, credits)
 
     def down(self, evt: Event) -> Any:
         if evt.type == EventType.VIEW_CHANGE:

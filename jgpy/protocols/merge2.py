@@ -22,6 +22,7 @@ import random
 import threading
 from typing import Any
 
+from jgpy._core.batch import unknown_multicast_sources
 from jgpy._core.types import PingData, View
 from jgpy.stack.events import Event, EventType
 from jgpy.errors import ConfigError
@@ -222,15 +223,12 @@ class MERGE2(Protocol):
 
     def up_batch(self, msgs: list) -> None:
         if self.merge_fast and self.is_coord:
-            members, candidates = self.members, self.merge_candidates
-            for m in msgs:
-                src = m.src
-                if m.dest is None and src is not None and src not in members and src not in candidates:
-                    candidates.add(src)
-                    self.counters["fast_triggers"] += 1
-                    with self._cond:
-                        self._fast_rounds.append(now_ms() + self.merge_fast_delay)
-                        self._cond.notify_all()
+            for src in unknown_multicast_sources(msgs, self.members, self.merge_candidates):
+                self.merge_candidates.add(src)
+                self.counters["fast_triggers"] += 1
+                with self._cond:
+                    self._fast_rounds.append(now_ms() + self.merge_fast_delay)
+                    self._cond.notify_all()
         self.up_prot.up_batch(msgs)
 
     def dump_stats(self) -> dict[str, Any]:

@@ -155,6 +155,9 @@ class UNICAST(Protocol):
 
     # ---- receiving ----
 
+    def up_gated(self) -> bool:
+        return True
+
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         if mine:

@@ -108,6 +108,9 @@ class VERIFY_SUSPECT(Protocol):  # noqa: N801 - the JGroups name
 
     # ---- messages ----
 
+    def up_gated(self) -> bool:
+        return True
+
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         for m in mine:

@@ -74,6 +74,12 @@ class Protocol:
     def up_batch(self, msgs: list) -> None:
         self.up_prot.up_batch(msgs)
 
+    def up_gated(self) -> bool:
+        """True if :meth:`up_batch` handles only the messages that carry this protocol's header and passes
+        every other message up unchanged and without any side effect. The stack then lets batches without
+        such a header skip this protocol (``jgpy._core.batch.UpGate``). Asked once, when the stack is built."""
+        return False
+
     def up_msg(self, msg) -> None:
         """Pass a single message up (convenience for protocols that deliver one message at a time)."""
         self.up_prot.up_batch([msg])

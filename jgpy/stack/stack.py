@@ -12,6 +12,7 @@ import logging
 from typing import Any, Iterable, Mapping
 
 from jgpy._core import jg212
+from jgpy._core.batch import UpGate
 from jgpy.errors import ConfigError
 from jgpy.stack.config import StackConfig, load_config, resolve_properties
 from jgpy.stack.events import Event
@@ -105,13 +106,26 @@ class ProtocolStack:
 
         A protocol that does not override ``down_msg`` (or ``up_batch``) would only pass the message on; its
         bound method is replaced by its neighbour's, so the caller calls the next protocol that cares
-        directly (one Python call less per message and layer). Control events still visit every layer."""
+        directly (one Python call less per message and layer). Control events still visit every layer.
+
+        Up, consecutive header-gated protocols (:meth:`Protocol.up_gated`) share an ``UpGate``: one C pass
+        finds the first of them with a header in the batch, so a data batch skips the failure detectors,
+        discovery and the other reliable protocol without a Python call each."""
         for p in self.protocols[1:]:                      # bottom-up: a chain of pass-throughs collapses
             if "down_msg" not in vars(p) and type(p).down_msg is Protocol.down_msg:   # (a C send core is no
                 p.down_msg = p.down_prot.down_msg                                     # pass-through)
-        for p in reversed(self.protocols):                # top-down
-            if "up_batch" not in vars(p) and type(p).up_batch is Protocol.up_batch and p.up_prot is not None:
+        after: Protocol = self.top                        # the nearest protocol above that takes every batch
+        run: list[Protocol] = []                          # header-gated protocols between here and `after`
+        for p in reversed(self.protocols[1:]):            # top-down
+            if "up_batch" in vars(p):
+                run, after = [], p
+            elif type(p).up_batch is Protocol.up_batch:
                 p.up_batch = p.up_prot.up_batch
+            elif p.id and p.up_gated():
+                run.insert(0, p)
+                p.up_batch = UpGate([q.id for q in run], [type(q).up_batch.__get__(q) for q in run], after).up_batch
+            else:
+                run, after = [], p
 
     def _protocol_id(self, name: str, props: dict[str, str]) -> int:
         if "id" in props:

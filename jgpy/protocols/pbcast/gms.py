@@ -860,6 +860,9 @@ class GMS(Protocol):
             return None
         return self.up_prot.up(evt)
 
+    def up_gated(self) -> bool:
+        return True
+
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         for msg in mine:

@@ -154,6 +154,9 @@ class NAKACK(Protocol):
 
     # ---- receiving ----
 
+    def up_gated(self) -> bool:
+        return True
+
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         if mine:

@@ -15,7 +15,7 @@ import random
 import threading
 from typing import Any
 
-from jgpy._core.batch import lengths_by_sender
+from jgpy._core.batch import multicast_length
 from jgpy._core.headers import StableHeader
 from jgpy._core.message import Message
 from jgpy._core.types import Digest
@@ -114,7 +114,7 @@ class STABLE(Protocol):
             self.up_prot.up_batch(rest)
 
     def _count_bytes(self, msgs: list) -> None:
-        n = sum(lengths_by_sender([m for m in msgs if m.dest is None]).values())
+        n = multicast_length(msgs)
         if not n:
             return
         send = False
