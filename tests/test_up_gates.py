@@ -1,6 +1,6 @@
-"""The up path's shortcuts: header-gated protocols share an ``UpGate`` (a batch skips those of them that find
-no header of theirs in it), BARRIER's in-flight count, MERGE2's and STABLE's per-batch helpers. Each must
-deliver exactly what the protocol-by-protocol path delivers."""
+"""The up path's shortcuts: protocols that need only some batches (``Protocol.up_needs``) share an ``UpGate``
+(a batch skips those of them that do not need it), BARRIER's in-flight count, MERGE2's and STABLE's per-batch
+helpers. Each must deliver exactly what the protocol-by-protocol path delivers."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ import threading
 
 import pytest
 
-from jgpy._core.batch import UpGate, multicast_length, unknown_multicast_sources
+from jgpy._core.batch import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS, UpGate, multicast_length, \
+    unknown_multicast_sources
 from jgpy._core.address import UUID
 from jgpy._core.headers import TpHeader
 from jgpy._core.message import Message
 from jgpy.protocols.barrier import BARRIER
 from jgpy.stack.config import parse_xml
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.properties import Property, to_int
 from jgpy.stack.protocol import Protocol
 from jgpy.stack.stack import PROTOCOLS, ProtocolStack, register_protocol
 from tests.fakestack import FakeStack, wait_until
@@ -38,26 +40,28 @@ class Top(Protocol):
 
 
 class GatedRecorder(Protocol):
-    """Handles (records) the messages with its header and passes the rest up: header-gated."""
+    """Records the messages with its header and, if its property ``needs`` says so, the multicasts or unicasts
+    of a batch; passes the rest up."""
 
     NAME = "GATED_RECORDER"
-    gated = True
+    gated = True                                  # False: claim to need every batch (the reference stack)
+    needs = Property(to_int, UP_HEADER, "what up_needs() returns")
 
     def __init__(self) -> None:
         super().__init__()
         self.handled: list[list] = []
         self.calls = 0
 
-    def up_gated(self) -> bool:
-        return self.gated
+    def up_needs(self) -> int:
+        return self.needs if self.gated else UP_EVERY
 
     def up_batch(self, msgs: list) -> None:
         self.calls += 1
-        mine, rest = self.split_mine(msgs)
-        if mine:
-            self.handled.append(mine)
-        if rest:
-            self.up_prot.up_batch(rest)
+        wanted = [m for m in msgs if m.has_header(self.id) or (self.needs & UP_MULTICASTS and m.dest is None)
+                  or (self.needs & UP_UNICASTS and m.dest is not None)]
+        if wanted:
+            self.handled.append(wanted)
+        self.up_prot.up_batch(msgs)
 
 
 class EveryBatchRecorder(Protocol):
@@ -90,18 +94,22 @@ def recorders():
 
 
 def _stack(gated: bool) -> ProtocolStack:
-    # a run of two gated protocols, one that sees every batch, then a run of two gated protocols with a
-    # pure pass-through (no up_batch of its own: bypassed) between them
+    # a run of three gated protocols (one also wants multicasts), one that sees every batch, then a run of
+    # two gated protocols (one also wants unicasts) with a pure pass-through (no up_batch of its own:
+    # bypassed) between them
     GatedRecorder.gated = gated
-    xml = ('<config><UDP/><GATED_RECORDER id="901"/><GATED_RECORDER id="902"/><EVERY_BATCH_RECORDER/>'
-           '<GATED_RECORDER id="903"/><PASS_THROUGH/><GATED_RECORDER id="904"/></config>')
-    return ProtocolStack(parse_xml(xml), Top())
+    xml = ('<config><UDP/><GATED_RECORDER id="901"/><GATED_RECORDER id="902"/><GATED_RECORDER id="905" needs="3"/>'
+           '<EVERY_BATCH_RECORDER/><GATED_RECORDER id="903"/><PASS_THROUGH/><GATED_RECORDER id="904" needs="5"/></config>')
+    stack = ProtocolStack(parse_xml(xml), Top())
+    return stack
 
 
 def _batch(rng: random.Random, senders: list) -> list:
     out = []
+    kind = rng.choice(("multicasts", "unicasts", "mixed"))
     for _ in range(rng.randint(1, 6)):
-        m = Message(None, b"x" * rng.randint(0, 3), rng.choice(senders))
+        unicast = kind == "unicasts" or (kind == "mixed" and rng.random() < 0.5)
+        m = Message(senders[0] if unicast else None, b"x" * rng.randint(0, 3), rng.choice(senders))
         for pid in GATED_IDS:
             if rng.random() < 0.15:
                 m.put_header(pid, TpHeader(f"h{pid}"))
@@ -122,26 +130,35 @@ def _observed(stack: ProtocolStack) -> dict:
 
 
 def test_gated_runs_deliver_exactly_what_protocol_by_protocol_delivers(recorders):
-    gated, plain = _stack(True), _stack(False)
+    stacks = []
+    for gated in (True, False):
+        stack = _stack(gated)
+        stack.find_by_id = {p.id: p for p in stack.protocols[1:] if isinstance(p, GatedRecorder)}
+        assert stack.find_by_id[905].needs == UP_HEADER | UP_MULTICASTS
+        assert stack.find_by_id[904].needs == UP_HEADER | UP_UNICASTS
+        stacks.append(stack)
+    gated, plain = stacks
     assert isinstance(gated.protocols[1].up_batch.__self__, UpGate)
     assert not isinstance(getattr(plain.protocols[1].up_batch, "__self__", None), UpGate)
     rng = random.Random(1234)
     senders = [UUID.random() for _ in range(3)]
-    for _ in range(400):
+    for _ in range(600):
         batch = _batch(rng, senders)
         gated.transport.up_prot.up_batch(list(batch))
         plain.transport.up_prot.up_batch(list(batch))
     assert _observed(gated) == _observed(plain)
     assert sum(len(b) for b in gated.top.batches) > 0
-    # the gates did skip: the bottom protocol of the gated stack was called only for batches with its header
-    g901, p901 = gated.protocols[1], plain.protocols[1]
-    assert p901.calls == 400 and g901.calls == len(g901.handled) < 400
+    # the gates did skip: each gated protocol was called only for batches it needed
+    for pid in GATED_IDS + (905,):
+        g, p = gated.find_by_id[pid], plain.find_by_id[pid]
+        assert p.calls == 600 and g.calls == len(g.handled) < 600
 
 
 def test_stock_stack_gates_and_a_message_nobody_handles_reaches_the_top():
     stack = ProtocolStack("udp.xml", Top(), {"jgroups.udp.mcast_port": "47778"})
     gates = {p.NAME for p in stack.protocols if isinstance(getattr(p.up_batch, "__self__", None), UpGate)}
-    assert gates == {"PING", "FD_SOCK", "FD_ALL", "VERIFY_SUSPECT", "pbcast.NAKACK", "UNICAST", "pbcast.GMS"}
+    assert gates == {"PING", "MERGE2", "FD_SOCK", "FD_ALL", "VERIFY_SUSPECT", "BARRIER", "pbcast.NAKACK", "UNICAST",
+                     "pbcast.STABLE", "pbcast.GMS", "UFC", "MFC", "pbcast.STATE_TRANSFER"}      # not FRAG2: it counts all
     msg = Message(UUID.random(), None, UUID.random())
     msg.put_header(stack.transport.id, TpHeader("c"))
     stack.transport.up_prot.up_batch([msg])
@@ -160,17 +177,22 @@ def test_upgate_dispatch():
     calls = []
     after = EveryBatchRecorder()
     after.up_prot = Top()
-    gate = UpGate([11, 12], [lambda b: calls.append(("11", b)), lambda b: calls.append(("12", b))], after)
-    plain, with12, with11 = Message(), Message(), Message()
+    gate = UpGate([11, 12, 0], [UP_HEADER, UP_HEADER, UP_UNICASTS],
+                  [lambda b: calls.append(("11", b)), lambda b: calls.append(("12", b)),
+                   lambda b: calls.append(("unicasts", b))], after)
+    plain, with12, with11, unicast = Message(), Message(), Message(), Message(UUID.random())
     with12.put_header(12, TpHeader("x"))
     with11.put_header(11, TpHeader("x"))
     gate.up_batch([plain])
     assert after.batches == [[plain]] and calls == []
     gate.up_batch([plain, with12])
     gate.up_batch([with12, with11])
-    assert calls == [("12", [plain, with12]), ("11", [with12, with11])]
+    gate.up_batch([plain, unicast])
+    gate.up_batch([unicast, with12])
+    assert calls == [("12", [plain, with12]), ("11", [with12, with11]), ("unicasts", [plain, unicast]),
+                     ("12", [unicast, with12])]
     with pytest.raises(ValueError, match="1..32"):
-        UpGate([], [], after)
+        UpGate([], [], [], after)
 
 
 def test_barrier_close_waits_for_a_batch_in_flight():

@@ -181,45 +181,57 @@ def filter_transport(list msgs, int tp_id, bytes cluster_utf, object drop_src, b
 
 DEF MAX_GATED = 32
 
+#: what a protocol's up_batch must see (``Protocol.up_needs``): batches with a message that carries its
+#: header, with a multicast, with a unicast; all three = every batch
+UP_HEADER = 1
+UP_MULTICASTS = 2
+UP_UNICASTS = 4
+UP_EVERY = UP_HEADER | UP_MULTICASTS | UP_UNICASTS
+
 
 cdef class UpGate:
-    """``up_batch`` of a run of consecutive *header-gated* protocols (see ``Protocol.up_gated``): each of
-    them handles only the messages that carry its own header and passes the others up unchanged.
+    """``up_batch`` of a run of consecutive protocols that need to see only some batches (see
+    ``Protocol.up_needs``): those with their own header, and maybe those with a multicast or a unicast.
 
-    One C pass over the batch finds the first protocol of the run that has a header in it and calls that
-    protocol's own ``up_batch``; a batch without any of the run's headers goes straight to ``after`` (the
-    next protocol that wants every batch). Exactly what calling the run one by one would do, without a
-    Python call per protocol."""
+    One C pass over the batch finds the first protocol of the run that needs it and calls that protocol's
+    own ``up_batch``; a batch that none of them needs goes straight to ``after`` (the next protocol that
+    needs every batch). Exactly what calling the run one by one would do, without a Python call per
+    protocol."""
 
     cdef int _n
-    cdef int _ids[MAX_GATED]
+    cdef int _ids[MAX_GATED]          # -1: a protocol without an id (it sends no headers)
+    cdef int _needs[MAX_GATED]
     cdef list _handlers               # the run's own up_batch functions, bound to their protocols
     cdef object _after                # the protocol above the run; its up_batch is looked up per call
 
-    def __init__(self, list ids, list handlers, after):
-        if not 1 <= len(ids) <= MAX_GATED or len(ids) != len(handlers):
-            raise ValueError(f"a gated run has 1..{MAX_GATED} protocols with one handler each, got "
-                             f"{len(ids)} ids and {len(handlers)} handlers")
+    def __init__(self, list ids, list needs, list handlers, after):
+        if not 1 <= len(ids) <= MAX_GATED or len(ids) != len(handlers) or len(ids) != len(needs):
+            raise ValueError(f"a gated run has 1..{MAX_GATED} protocols with an id, needs and a handler each, "
+                             f"got {len(ids)} ids, {len(needs)} needs and {len(handlers)} handlers")
         cdef int i
         for i in range(len(ids)):
-            self._ids[i] = ids[i]
+            self._ids[i] = ids[i] if ids[i] else -1
+            self._needs[i] = needs[i]
         self._n = len(ids)
         self._handlers = handlers
         self._after = after
 
     def up_batch(self, list msgs):
         cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
-        cdef int k, j, first = self._n, nid = self._n
+        cdef int k, j, first = self._n, nid = self._n, kinds = 0
         cdef int* ids = self._ids
         cdef Message m
         for i in range(n):
             m = <Message>PyList_GET_ITEM(msgs, i)
+            kinds |= UP_MULTICASTS if m.dest is None else UP_UNICASTS
             for k in range(m._nh):
                 for j in range(first):
                     if m._h[k].id == ids[j]:
                         first = j
                         break
-            if first == 0:
+        for j in range(first):
+            if self._needs[j] & kinds:
+                first = j
                 break
         if first < nid:
             return self._handlers[first](msgs)

@@ -14,7 +14,7 @@ from typing import Any
 
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_int
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_MULTICASTS, Protocol
 
 
 class BARRIER(Protocol):
@@ -52,6 +52,9 @@ class BARRIER(Protocol):
             self.open_barrier()
             return None
         return self.up_prot.up(evt)
+
+    def up_needs(self) -> int:
+        return UP_MULTICASTS                     # unicasts pass, uncounted, as in Java (JGRP-1341)
 
     def up_batch(self, msgs: list) -> None:
         with self._lock:

@@ -18,7 +18,7 @@ from jgpy._core.message import Message
 from jgpy._core.types import PingData, ViewId
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_bool, to_int
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_HEADER, Protocol
 
 
 class Responses:
@@ -151,8 +151,8 @@ class Discovery(Protocol):
             return self.find_initial_members(None)
         return self.up_prot.up(evt)
 
-    def up_gated(self) -> bool:
-        return True
+    def up_needs(self) -> int:
+        return UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)

@@ -23,7 +23,7 @@ from jgpy._core.message import Message
 from jgpy.errors import ConfigError
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_bool, to_int
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_EVERY, UP_HEADER, Protocol
 from jgpy.stack.timer import now_ms
 
 
@@ -81,8 +81,8 @@ class FD_ALL(Protocol):  # noqa: N801 - the JGroups name
 
     # ---- messages ----
 
-    def up_gated(self) -> bool:
-        return not self.msg_counts_as_heartbeat      # else any message is a heartbeat
+    def up_needs(self) -> int:
+        return UP_EVERY if self.msg_counts_as_heartbeat else UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)

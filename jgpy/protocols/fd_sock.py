@@ -42,7 +42,7 @@ from jgpy._core.message import Message
 from jgpy.errors import ConfigError
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_str
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_HEADER, Protocol
 from jgpy.stack.promise import Promise
 
 NORMAL_TERMINATION = 9
@@ -302,8 +302,8 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
 
     # ---- messages ----
 
-    def up_gated(self) -> bool:
-        return True
+    def up_needs(self) -> int:
+        return UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)

@@ -26,7 +26,7 @@ from jgpy._core.message import Message
 from jgpy._core.sendpath import CreditSend
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_bool, to_float, to_int, to_size
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_HEADER, UP_MULTICASTS, UP_UNICASTS, Protocol
 
 REPLENISH, CREDIT_REQUEST = FcHeader.REPLENISH, FcHeader.CREDIT_REQUEST
 NO_FC = Message.NO_FC
@@ -219,6 +219,9 @@ class _Credits(FlowControl):
 
     Spending credits is one C call per message with no lock (atomic under the GIL); the condition is only
     taken by a sender that has to wait, and credits wake it only when somebody waits."""
+
+    def up_needs(self) -> int:
+        return UP_HEADER | (UP_MULTICASTS if self.HANDLES_MULTICASTS else UP_UNICASTS)   # what it counts
 
     def __init__(self) -> None:
         super().__init__()

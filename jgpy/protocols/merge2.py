@@ -27,7 +27,7 @@ from jgpy._core.types import PingData, View
 from jgpy.stack.events import Event, EventType
 from jgpy.errors import ConfigError
 from jgpy.stack.properties import Property, to_bool, to_int
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_MULTICASTS, Protocol
 from jgpy.stack.timer import now_ms
 
 
@@ -220,6 +220,9 @@ class MERGE2(Protocol):
                 self.stop_merge_task()
             return ret
         return self.down_prot.down(evt)
+
+    def up_needs(self) -> int:
+        return UP_MULTICASTS                     # merge_fast looks at the senders of multicasts
 
     def up_batch(self, msgs: list) -> None:
         if self.merge_fast and self.is_coord:

@@ -31,7 +31,7 @@ from jgpy._core.tables import AckReceiverWindow, AckSenderWindow
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_longs
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_HEADER, Protocol
 from jgpy.stack.timer import now_ms
 
 DATA, ACK, SEND_FIRST_SEQNO = UnicastHeader.DATA, UnicastHeader.ACK, UnicastHeader.SEND_FIRST_SEQNO
@@ -155,8 +155,8 @@ class UNICAST(Protocol):
 
     # ---- receiving ----
 
-    def up_gated(self) -> bool:
-        return True
+    def up_needs(self) -> int:
+        return UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from jgpy._core.batch import split_by_header
+from jgpy._core.batch import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS, split_by_header
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, properties_of, to_bool
 
@@ -74,11 +74,13 @@ class Protocol:
     def up_batch(self, msgs: list) -> None:
         self.up_prot.up_batch(msgs)
 
-    def up_gated(self) -> bool:
-        """True if :meth:`up_batch` handles only the messages that carry this protocol's header and passes
-        every other message up unchanged and without any side effect. The stack then lets batches without
-        such a header skip this protocol (``jgpy._core.batch.UpGate``). Asked once, when the stack is built."""
-        return False
+    def up_needs(self) -> int:
+        """Which batches :meth:`up_batch` must see: those with a message that carries this protocol's header
+        (``UP_HEADER``), with a multicast (``UP_MULTICASTS``), with a unicast (``UP_UNICASTS``); by default
+        all of them (``UP_EVERY``). A protocol that needs less promises to pass every other batch up unchanged
+        and without side effects, and the stack lets such batches skip it (``jgpy._core.batch.UpGate``).
+        Asked once, when the stack is built."""
+        return UP_EVERY
 
     def up_msg(self, msg) -> None:
         """Pass a single message up (convenience for protocols that deliver one message at a time)."""
@@ -110,4 +112,4 @@ class Protocol:
         return f"<{self.NAME}>"
 
 
-__all__ = ["Event", "EventType", "Protocol"]
+__all__ = ["Event", "EventType", "Protocol", "UP_EVERY", "UP_HEADER", "UP_MULTICASTS", "UP_UNICASTS"]

@@ -12,7 +12,7 @@ import logging
 from typing import Any, Iterable, Mapping
 
 from jgpy._core import jg212
-from jgpy._core.batch import UpGate
+from jgpy._core.batch import UP_EVERY, UpGate
 from jgpy.errors import ConfigError
 from jgpy.stack.config import StackConfig, load_config, resolve_properties
 from jgpy.stack.events import Event
@@ -108,9 +108,9 @@ class ProtocolStack:
         bound method is replaced by its neighbour's, so the caller calls the next protocol that cares
         directly (one Python call less per message and layer). Control events still visit every layer.
 
-        Up, consecutive header-gated protocols (:meth:`Protocol.up_gated`) share an ``UpGate``: one C pass
-        finds the first of them with a header in the batch, so a data batch skips the failure detectors,
-        discovery and the other reliable protocol without a Python call each."""
+        Up, consecutive protocols that need only some batches (:meth:`Protocol.up_needs`) share an
+        ``UpGate``: one C pass finds the first of them that needs the batch, so a data batch skips the
+        failure detectors, discovery, the other reliable protocol and more without a Python call each."""
         for p in self.protocols[1:]:                      # bottom-up: a chain of pass-throughs collapses
             if "down_msg" not in vars(p) and type(p).down_msg is Protocol.down_msg:   # (a C send core is no
                 p.down_msg = p.down_prot.down_msg                                     # pass-through)
@@ -121,9 +121,10 @@ class ProtocolStack:
                 run, after = [], p
             elif type(p).up_batch is Protocol.up_batch:
                 p.up_batch = p.up_prot.up_batch
-            elif p.id and p.up_gated():
+            elif p.up_needs() != UP_EVERY:
                 run.insert(0, p)
-                p.up_batch = UpGate([q.id for q in run], [type(q).up_batch.__get__(q) for q in run], after).up_batch
+                p.up_batch = UpGate([q.id for q in run], [q.up_needs() for q in run],
+                                    [type(q).up_batch.__get__(q) for q in run], after).up_batch
             else:
                 run, after = [], p
 

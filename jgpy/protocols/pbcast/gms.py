@@ -37,7 +37,7 @@ from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.promise import Promise
 from jgpy.stack.properties import Property, ignored, to_bool, to_int
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_HEADER, Protocol
 
 H = GmsHeader
 OOB = Message.OOB
@@ -860,8 +860,8 @@ class GMS(Protocol):
             return None
         return self.up_prot.up(evt)
 
-    def up_gated(self) -> bool:
-        return True
+    def up_needs(self) -> int:
+        return UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)

@@ -26,7 +26,7 @@ from jgpy._core.types import Digest
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_longs
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_HEADER, Protocol
 from jgpy.stack.timer import now_ms
 
 MSG, XMIT_REQ, XMIT_RSP = NakAckHeader.MSG, NakAckHeader.XMIT_REQ, NakAckHeader.XMIT_RSP
@@ -154,8 +154,8 @@ class NAKACK(Protocol):
 
     # ---- receiving ----
 
-    def up_gated(self) -> bool:
-        return True
+    def up_needs(self) -> int:
+        return UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)

@@ -21,7 +21,7 @@ from jgpy._core.message import Message
 from jgpy._core.types import Digest
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_float, to_int, to_size
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_HEADER, UP_MULTICASTS, Protocol
 
 STABLE_GOSSIP, STABILITY = StableHeader.STABLE_GOSSIP, StableHeader.STABILITY
 MAX_SUSPEND_TIME = 200000
@@ -99,6 +99,9 @@ class STABLE(Protocol):
         return Digest([(a, v[0], v[1], v[2]) for a, v in self.digest.items()])
 
     # ---- messages ----
+
+    def up_needs(self) -> int:
+        return UP_HEADER | UP_MULTICASTS if self.max_bytes > 0 else UP_HEADER   # max_bytes counts multicasts
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)

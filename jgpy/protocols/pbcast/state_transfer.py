@@ -35,7 +35,7 @@ from jgpy._core.headers import StateHeader
 from jgpy._core.message import Message
 from jgpy.stack.events import Event, EventType, StateTransferInfo
 from jgpy.stack.properties import Property, to_bool, to_int
-from jgpy.stack.protocol import Protocol
+from jgpy.stack.protocol import UP_HEADER, UP_MULTICASTS, Protocol
 
 OOB = Message.OOB
 NO_RELIABILITY = Message.NO_RELIABILITY
@@ -228,6 +228,9 @@ class STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups name
     flush_timeout = Property(to_int, 0, "timeout of the flush", deprecated="FLUSH decides by itself")
 
     # ---- messages ----
+
+    def up_needs(self) -> int:
+        return UP_HEADER | UP_MULTICASTS         # _drop_stale only ever drops multicasts
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
