@@ -22,7 +22,7 @@ from jgpy.stack.protocol import Protocol
 from jgpy.stack.stack import PROTOCOLS, ProtocolStack, register_protocol
 from tests.fakestack import FakeStack, wait_until
 
-GATED_IDS = (901, 902, 903, 904)
+GATED = (1, 2, 3, 4, 5)                 # ids (plus a base) of the gated recorders
 
 
 class Top(Protocol):
@@ -93,25 +93,27 @@ def recorders():
         PROTOCOLS.pop(name, None)
 
 
-def _stack(gated: bool) -> ProtocolStack:
+def _stack(gated: bool, base: int) -> ProtocolStack:
     # a run of three gated protocols (one also wants multicasts), one that sees every batch, then a run of
     # two gated protocols (one also wants unicasts) with a pure pass-through (no up_batch of its own:
     # bypassed) between them
     GatedRecorder.gated = gated
-    xml = ('<config><UDP/><GATED_RECORDER id="901"/><GATED_RECORDER id="902"/><GATED_RECORDER id="905" needs="3"/>'
-           '<EVERY_BATCH_RECORDER/><GATED_RECORDER id="903"/><PASS_THROUGH/><GATED_RECORDER id="904" needs="5"/></config>')
+    xml = (f'<config><UDP/><GATED_RECORDER id="{base + 1}"/><GATED_RECORDER id="{base + 2}"/>'
+           f'<GATED_RECORDER id="{base + 5}" needs="3"/><EVERY_BATCH_RECORDER/><GATED_RECORDER id="{base + 3}"/>'
+           f'<PASS_THROUGH/><GATED_RECORDER id="{base + 4}" needs="5"/></config>')
     stack = ProtocolStack(parse_xml(xml), Top())
     return stack
 
 
-def _batch(rng: random.Random, senders: list) -> list:
+def _batch(rng: random.Random, senders: list, base: int) -> list:
     out = []
     kind = rng.choice(("multicasts", "unicasts", "mixed"))
     for _ in range(rng.randint(1, 6)):
         unicast = kind == "unicasts" or (kind == "mixed" and rng.random() < 0.5)
         m = Message(senders[0] if unicast else None, b"x" * rng.randint(0, 3), rng.choice(senders))
-        for pid in GATED_IDS:
+        for pid in GATED:
             if rng.random() < 0.15:
+                pid += base
                 m.put_header(pid, TpHeader(f"h{pid}"))
         out.append(m)
     return out
@@ -129,13 +131,14 @@ def _observed(stack: ProtocolStack) -> dict:
     return out
 
 
-def test_gated_runs_deliver_exactly_what_protocol_by_protocol_delivers(recorders):
+@pytest.mark.parametrize("base", [200, 900], ids=["ids-below-256", "ids-above-255"])    # two code paths
+def test_gated_runs_deliver_exactly_what_protocol_by_protocol_delivers(recorders, base):
     stacks = []
     for gated in (True, False):
-        stack = _stack(gated)
-        stack.find_by_id = {p.id: p for p in stack.protocols[1:] if isinstance(p, GatedRecorder)}
-        assert stack.find_by_id[905].needs == UP_HEADER | UP_MULTICASTS
-        assert stack.find_by_id[904].needs == UP_HEADER | UP_UNICASTS
+        stack = _stack(gated, base)
+        stack.find_by_id = {p.id - base: p for p in stack.protocols[1:] if isinstance(p, GatedRecorder)}
+        assert stack.find_by_id[5].needs == UP_HEADER | UP_MULTICASTS
+        assert stack.find_by_id[4].needs == UP_HEADER | UP_UNICASTS
         stacks.append(stack)
     gated, plain = stacks
     assert isinstance(gated.protocols[1].up_batch.__self__, UpGate)
@@ -143,13 +146,13 @@ def test_gated_runs_deliver_exactly_what_protocol_by_protocol_delivers(recorders
     rng = random.Random(1234)
     senders = [UUID.random() for _ in range(3)]
     for _ in range(600):
-        batch = _batch(rng, senders)
+        batch = _batch(rng, senders, base)
         gated.transport.up_prot.up_batch(list(batch))
         plain.transport.up_prot.up_batch(list(batch))
     assert _observed(gated) == _observed(plain)
     assert sum(len(b) for b in gated.top.batches) > 0
     # the gates did skip: each gated protocol was called only for batches it needed
-    for pid in GATED_IDS + (905,):
+    for pid in GATED:
         g, p = gated.find_by_id[pid], plain.find_by_id[pid]
         assert p.calls == 600 and g.calls == len(g.handled) < 600
 

@@ -4,6 +4,7 @@ Python makes one call per batch instead of one per message."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from libc.stdint cimport uint64_t
 from libc.string cimport memcmp
 
 from jgpy._core.message cimport Message
@@ -70,10 +71,14 @@ def unknown_multicast_sources(list msgs, members, known):
     cdef list out = []
     cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
     cdef Message m
+    cdef object last = None           # a batch mostly comes from one sender: look each one up once in a row
     for i in range(n):
         m = <Message>PyList_GET_ITEM(msgs, i)
         src = m.src
-        if m.dest is None and src is not None and src not in members and src not in known and src not in out:
+        if m.dest is not None or src is None or src is last:
+            continue
+        last = src
+        if src not in members and src not in known and src not in out:
             out.append(src)
     return out
 
@@ -201,6 +206,7 @@ cdef class UpGate:
     cdef int _n
     cdef int _ids[MAX_GATED]          # -1: a protocol without an id (it sends no headers)
     cdef int _needs[MAX_GATED]
+    cdef bint _small_ids              # every id < 256: the batch's header ids fit a 256-bit set
     cdef list _handlers               # the run's own up_batch functions, bound to their protocols
     cdef object _after                # the protocol above the run; its up_batch is looked up per call
 
@@ -209,18 +215,45 @@ cdef class UpGate:
             raise ValueError(f"a gated run has 1..{MAX_GATED} protocols with an id, needs and a handler each, "
                              f"got {len(ids)} ids, {len(needs)} needs and {len(handlers)} handlers")
         cdef int i
+        self._small_ids = True
         for i in range(len(ids)):
             self._ids[i] = ids[i] if ids[i] else -1
             self._needs[i] = needs[i]
+            if self._ids[i] >= 256:
+                self._small_ids = False
         self._n = len(ids)
         self._handlers = handlers
         self._after = after
 
     def up_batch(self, list msgs):
+        cdef int first = self._first_needing(msgs)
+        if first < self._n:
+            return self._handlers[first](msgs)
+        return self._after.up_batch(msgs)
+
+    cdef int _first_needing(self, list msgs):
+        """Index of the first protocol of the run that needs ``msgs``, or ``_n``."""
         cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
-        cdef int k, j, first = self._n, nid = self._n, kinds = 0
+        cdef int k, j, hid, id0 = self._ids[0], first = self._n, kinds = 0
         cdef int* ids = self._ids
+        cdef int* needs = self._needs
+        cdef uint64_t present[4]
         cdef Message m
+        if self._small_ids:               # one pass collects the header ids and kinds; stops early once the
+            present[0] = present[1] = present[2] = present[3] = 0      # first protocol needs the batch
+            for i in range(n):
+                m = <Message>PyList_GET_ITEM(msgs, i)
+                kinds |= UP_MULTICASTS if m.dest is None else UP_UNICASTS
+                for k in range(m._nh):
+                    hid = m._h[k].id
+                    if 0 <= hid < 256:
+                        present[hid >> 6] |= (<uint64_t>1) << (hid & 63)
+                if needs[0] & kinds or (id0 >= 0 and (present[id0 >> 6] >> (id0 & 63)) & 1):
+                    return 0
+            for j in range(1, self._n):
+                if needs[j] & kinds or (ids[j] >= 0 and (present[ids[j] >> 6] >> (ids[j] & 63)) & 1):
+                    return j
+            return self._n
         for i in range(n):
             m = <Message>PyList_GET_ITEM(msgs, i)
             kinds |= UP_MULTICASTS if m.dest is None else UP_UNICASTS
@@ -230,12 +263,9 @@ cdef class UpGate:
                         first = j
                         break
         for j in range(first):
-            if self._needs[j] & kinds:
-                first = j
-                break
-        if first < nid:
-            return self._handlers[first](msgs)
-        return self._after.up_batch(msgs)
+            if needs[j] & kinds:
+                return j
+        return first
 
     def __repr__(self):
         return f"<UpGate ids={[self._ids[i] for i in range(self._n)]} after={self._after!r}>"
