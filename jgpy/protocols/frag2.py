@@ -53,17 +53,9 @@ class _FragEntry:
 
     def assemble(self) -> Message:
         frags = self.fragments
-        total = sum(f.length for f in frags)
-        buf = bytearray(total)
-        pos = 0
-        for f in frags:
-            n = f.length
-            if n:
-                buf[pos:pos + n] = f.payload
-                pos += n
         first = frags[0]
         msg = first.copy(False, True)      # dest, src, flags and the headers of fragment 0
-        msg.set_buffer(bytes(buf))
+        msg.set_buffer(b"".join([f.payload for f in frags if f.length]))    # one copy, nothing zeroed first
         self.fragments = []
         return msg
 
