@@ -52,6 +52,7 @@ cdef class Message:
     cdef object built_header(self, int i)
     cdef int put(self, int16_t id, object hdr) except -1
     cdef int set_payload(self, object buf, Py_ssize_t off, Py_ssize_t length) except -1
+    cpdef Message copy(self, bint copy_buffer=*, bint copy_headers=*)
 
 
 cdef Message new_message()

@@ -314,7 +314,7 @@ cdef class Message:
 
     # ---- copies and printing ----
 
-    def copy(self, bint copy_buffer=True, bint copy_headers=True):
+    cpdef Message copy(self, bint copy_buffer=True, bint copy_headers=True):
         """A new message with the same addresses and flags; payload window and header objects are shared
         (as in Java's ``Message.copy``), raw header bytes too."""
         cdef Message m = Message.__new__(Message)
