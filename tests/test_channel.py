@@ -147,3 +147,33 @@ def test_stack_stats_and_threads_stop(props):
     ch.close()
     assert wait_all(lambda: {t.name for t in threading.enumerate()} - before == set(), 10), \
         {t.name for t in threading.enumerate()} - before
+
+
+def test_own_messages_loop_back_once_and_copied_unless_nakack_keeps_them(props, monkeypatch):
+    """The transport loops our own multicasts back uncopied when NAKACK keeps them (it only reads their seqno
+    and delivers the kept original); unreliable multicasts and unicasts to ourselves are copied, as Java does."""
+    looped = []
+    r = Rec()
+    with Channel("udp.xml", "A", props, r) as a:
+        a.connect(f"lb-{uuid.uuid4().hex[:6]}")
+        bottom = a.stack.transport.up_prot           # what the loopback thread (and the sockets) pass up
+        pass_up = bottom.up_batch
+
+        def spy(msgs):
+            looped.extend(msgs)
+            return pass_up(msgs)
+        monkeypatch.setattr(bottom, "up_batch", spy)
+        reliable = Message(None, b"reliable", None)
+        unreliable = Message(None, b"unreliable", None, Message.NO_RELIABILITY)
+        to_self = Message(a.address, b"to-self", None)
+        for m in (reliable, unreliable, to_self):
+            a.send(m)
+        assert wait_all(lambda: len(r.msgs) >= 3, 10)
+        by_payload = {m.buffer: m for m in r.msgs}
+        assert sorted(by_payload) == [b"reliable", b"to-self", b"unreliable"] and len(r.msgs) == 3
+        assert by_payload[b"reliable"] is reliable                    # NAKACK delivers the original it keeps
+        assert by_payload[b"unreliable"] is not unreliable and by_payload[b"to-self"] is not to_self
+        assert all(m.transient_flags & Message.KEPT_FOR_XMIT == 0 for m in r.msgs)   # nothing leaks upwards
+        assert any(m is reliable for m in looped)
+        assert not any(m is unreliable or m is to_self for m in looped)
+        assert {b"unreliable", b"to-self"} <= {m.buffer for m in looped if m.has_buffer()}

@@ -63,6 +63,7 @@ cdef class Message:
     NO_RELAY = 64
     # transient (local-only) flags
     OOB_DELIVERED = 1
+    KEPT_FOR_XMIT = 2      # NAKACK keeps this multicast of ours; the transport's loopback passes it up uncopied
 
     def __cinit__(self):
         self._h = self._inline

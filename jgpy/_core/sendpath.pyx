@@ -28,6 +28,7 @@ cdef int OOB = 1
 cdef int DONT_BUNDLE = 2
 cdef int NO_FC = 4
 cdef int NO_RELIABILITY = 16
+cdef int KEPT_FOR_XMIT = 2          # Message.transient_flags: set by NakackSend, consumed by TransportSend
 
 DEF UNICAST_DATA = 0
 DEF NAKACK_MSG = 1
@@ -314,6 +315,7 @@ cdef class NakackSend(SendCore):
         cdef int64_t seq
         cdef NakReceiverWindow win
         if msg.dest is not None or msg.flags & NO_RELIABILITY:
+            msg.transient_flags &= ~KEPT_FOR_XMIT
             return self._pass(msg)
         if not self.running:
             self.cannot_send(msg, "not-running")
@@ -339,6 +341,7 @@ cdef class NakackSend(SendCore):
             self.seqno = seq
         finally:
             self.seqno_lock.give()
+        msg.transient_flags |= KEPT_FOR_XMIT
         self.msgs_sent += 1
         return self._pass(msg)
 
@@ -386,6 +389,8 @@ cdef class TransportSend(SendCore):
         cdef object dest
         cdef bint multicast
         cdef Handoff lb
+        cdef int kept = msg.transient_flags & KEPT_FOR_XMIT
+        msg.transient_flags &= ~KEPT_FOR_XMIT
         if self.tp_header is None:
             self.not_connected(msg)
             return None
@@ -401,8 +406,8 @@ cdef class TransportSend(SendCore):
         if self.loopback and (multicast or (dest == self.local_addr and msg.src == self.local_addr)):
             self.loopbacks += 1
             lb = self.loopback_queue
-            if lb is not None:
-                lb.put(msg.copy())
+            if lb is not None:                # NAKACK only reads the seqno of a multicast it keeps: no copy
+                lb.put(msg if kept and multicast else msg.copy())
             if not multicast:
                 return None
         self.msgs_sent += 1
