@@ -60,3 +60,40 @@ def test_concurrent_spending_and_credits_keep_the_books():
     for th in threads:
         th.join(60)
     assert all(v == 10**9 - 10 * n for _, v in t.items()), t
+
+
+def test_random_operations_match_a_plain_model():
+    """Multicasts are folded in lazily (``spend_all`` writes no member): every observable value must still be
+    what a per-member model says."""
+    import random
+    rng = random.Random(7)
+    pool = [UUID.random() for _ in range(5)]
+    t, model, max_credits = CreditTable(10_000), {}, 10_000
+    for _ in range(5000):
+        op = rng.random()
+        if op < 0.05:
+            members = rng.sample(pool, rng.randint(1, 5))
+            model = {m: model.get(m, max_credits) for m in members}
+            t.set_members(members)
+        elif op < 0.45:
+            n = rng.randint(0, 3000)
+            ok = bool(model) and min(model.values()) >= n
+            assert t.spend_all(n) == (ok or not model)
+            if ok:
+                model = {m: c - n for m, c in model.items()}
+        elif op < 0.7:
+            m, n = rng.choice(pool), rng.randint(0, 3000)
+            want = -1 if m not in model else int(model[m] >= n)
+            assert t.spend(m, n) == want
+            if want == 1:
+                model[m] -= n
+        else:
+            m, n = rng.choice(pool), rng.randint(0, 4000)
+            assert t.add(m, n) == (m in model)
+            if m in model:
+                model[m] = min(max_credits, model[m] + n)
+        assert dict(t.items()) == model
+        assert t.lowest == (min(model.values()) if model else max_credits)
+        probe = rng.choice(pool)
+        assert t.get(probe) == model.get(probe)
+        assert sorted(t.below(2000), key=str) == sorted([(m, c) for m, c in model.items() if c <= 2000], key=str)

@@ -5,6 +5,7 @@ cdef class CreditTable:
     cdef dict _credits
     cdef readonly int64_t max_credits
     cdef int64_t _lowest
+    cdef int64_t _spent             # spent by multicasts, not yet folded into the stored values
 
     cdef void _recompute(self)
     cpdef bint spend_all(self, int64_t length)

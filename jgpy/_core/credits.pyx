@@ -11,17 +11,28 @@ from libc.stdint cimport int64_t
 
 
 cdef class CreditTable:
-    """``{member: credits left}`` with the lowest value cached (multicasts need the lowest)."""
+    """``{member: credits left}`` with the lowest value cached (multicasts need the lowest).
+
+    A multicast spends the same amount with every member, so ``spend_all`` only adds it to ``_spent``: a
+    member's credits are its stored value minus ``_spent`` (folded into the stored values whenever credits
+    arrive or the members change). A multicast costs no dict write per member."""
 
     def __init__(self, int64_t max_credits):
         self._credits = {}
         self.max_credits = max_credits
         self._lowest = max_credits
+        self._spent = 0
 
     cdef void _recompute(self):
+        """Fold ``_spent`` into the stored values and recompute the lowest."""
         cdef int64_t low = self.max_credits
-        cdef int64_t v
-        for v in self._credits.values():
+        cdef int64_t v, spent = self._spent
+        cdef dict d = self._credits
+        if spent:
+            for m in list(d):
+                d[m] = <int64_t>d[m] - spent
+            self._spent = 0
+        for v in d.values():
             if v < low:
                 low = v
         self._lowest = low
@@ -31,18 +42,19 @@ cdef class CreditTable:
         keep = set(members)
         for m in members:
             if m not in self._credits:
-                self._credits[m] = self.max_credits
+                self._credits[m] = self.max_credits + self._spent
         for m in [m for m in self._credits if m not in keep]:
             del self._credits[m]
         self._recompute()
 
     cpdef bint spend_all(self, int64_t length):
-        """Spend ``length`` with every member if every credit covers it (a multicast); else change nothing."""
+        """Spend ``length`` with every member if every credit covers it (a multicast); else change nothing.
+        Without members there is nothing to count."""
         if self._lowest < length:
             return False
-        cdef dict d = self._credits
-        for m in d:
-            d[m] = <int64_t>d[m] - length
+        if not self._credits:
+            return True
+        self._spent += length
         self._lowest -= length
         return True
 
@@ -51,11 +63,12 @@ cdef class CreditTable:
         cdef object v = self._credits.get(member)
         if v is None:
             return -1
-        cdef int64_t left = <int64_t>v
+        cdef int64_t stored = <int64_t>v
+        cdef int64_t left = stored - self._spent
         if left < length:
             return 0
         left -= length
-        self._credits[member] = left
+        self._credits[member] = stored - length
         if left < self._lowest:
             self._lowest = left
         return 1
@@ -65,15 +78,16 @@ cdef class CreditTable:
         cdef object v = self._credits.get(member)
         if v is None:
             return False
-        cdef int64_t left = <int64_t>v + credits
+        cdef int64_t left = <int64_t>v - self._spent + credits
         if left > self.max_credits:
             left = self.max_credits
-        self._credits[member] = left
+        self._credits[member] = left + self._spent
         self._recompute()
         return True
 
     def get(self, member, default=None):
-        return self._credits.get(member, default)
+        v = self._credits.get(member)
+        return default if v is None else v - self._spent
 
     @property
     def lowest(self) -> int:
@@ -81,10 +95,12 @@ cdef class CreditTable:
 
     def below(self, int64_t threshold) -> list:
         """``[(member, credits)]`` of members at or below ``threshold`` (whom to ask for credits)."""
-        return [(m, c) for m, c in self._credits.items() if c <= threshold]
+        cdef int64_t spent = self._spent
+        return [(m, c - spent) for m, c in self._credits.items() if c - spent <= threshold]
 
     def items(self):
-        return list(self._credits.items())
+        cdef int64_t spent = self._spent
+        return [(m, c - spent) for m, c in self._credits.items()]
 
     def __contains__(self, member) -> bool:
         return member in self._credits
@@ -93,4 +109,4 @@ cdef class CreditTable:
         return len(self._credits)
 
     def __repr__(self) -> str:
-        return f"CreditTable({self._credits}, lowest={self._lowest})"
+        return f"CreditTable({dict(self.items())}, lowest={self._lowest})"
