@@ -704,3 +704,20 @@ def test_sender_errors_name_the_problem(net):
     net.loop(rx, got)
     assert sender.send(b"after errors", rx.getsockname()) == 12   # the sender is still usable
     assert got.wait_count(1)
+
+
+def test_long_datagrams_are_their_receive_buffers_and_stay_intact(net):
+    """At least ``adopt_min`` bytes: the datagram is the slot's buffer itself (shrunk), and the slot gets a new
+    one, so later receives never overwrite a datagram already handed over; shorter ones are copies."""
+    got = Collector()
+    rx, tx = net.udp(), net.udp()
+    net.loop(rx, got, batch=4, adopt_min=1000)
+    sizes = [999, 1000, 60000, 5, 30000, 1000, 65507, 1, 2000] * 6
+    expected = [payload(i, n) for i, n in enumerate(sizes)]
+    for data in expected:
+        tx.sendto(data, rx.getsockname())
+    assert got.wait_count(len(expected), 30)
+    assert got.datagrams == expected                           # every one intact after all the later receives
+    assert all(type(d) is bytes for d in got.datagrams)
+    with pytest.raises(ValueError, match="adopt_min"):
+        DatagramLoop(rx, got, adopt_min=0)

@@ -39,7 +39,9 @@ import socket as _socket
 import threading
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memcpy, memset, memcmp, strlen
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
@@ -269,17 +271,22 @@ cdef object _sockaddr_to_tuple(const sockaddr_storage* sa):
 # DatagramLoop
 # ---------------------------------------------------------------------------------------------------
 
+cdef extern from "Python.h":
+    int _PyBytes_Resize(PyObject** bytes, Py_ssize_t newsize) except -1
+
+
 cdef class DatagramLoop:
-    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0)
+    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0, adopt_min=8192)
 
     The receive loop of one UDP socket, run by a daemon thread.
 
     With the GIL released the thread waits in ``poll()`` (on the socket and on a wake-up pipe, so
     :meth:`stop` is noticed at once; ``poll_ms`` bounds how late a socket closed under it is noticed)
-    and reads up to ``batch`` datagrams with one ``recvmmsg(MSG_DONTWAIT)`` into buffers of
-    ``bufsize`` bytes allocated once.  Then it takes the GIL once for the batch and calls
-    ``handler(datagrams: list[bytes], sources: list[tuple[str, int]])`` (each datagram is a copy:
-    the buffers are reused).  A handler exception is counted and logged (rate-limited) and the
+    and reads up to ``batch`` datagrams with one ``recvmmsg(MSG_DONTWAIT)`` into ``batch`` bytes objects of
+    ``bufsize`` bytes.  Then it takes the GIL once for the batch and calls
+    ``handler(datagrams: list[bytes], sources: list[tuple[str, int]])``.  A datagram of at least
+    ``adopt_min`` bytes is the buffer itself, shrunk to its length (its slot gets a new buffer: no copy); a
+    shorter one is a copy (the buffer is reused).  A handler exception is counted and logged (rate-limited) and the
     loop goes on.  Datagrams longer than ``bufsize`` are counted in ``truncated`` and dropped.
     If the socket is closed, the loop ends quietly.  The handler runs on the loop's thread: the
     next batch is read only when it returns.
@@ -299,9 +306,10 @@ cdef class DatagramLoop:
     cdef int _wake_w
     cdef unsigned int _batch
     cdef Py_ssize_t _bufsize
+    cdef Py_ssize_t _adopt_min
     cdef int _poll_ms
     cdef long _coalesce_us
-    cdef char* _bufs
+    cdef PyObject** _slots            # one bytes object of _bufsize per vector slot (owned references)
     cdef mmsghdr* _msgs
     cdef iovec* _iovs
     cdef sockaddr_storage* _addrs
@@ -321,15 +329,15 @@ cdef class DatagramLoop:
         self._fd = -1
         self._wake_r = -1
         self._wake_w = -1
-        self._bufs = NULL
+        self._slots = NULL
         self._msgs = NULL
         self._iovs = NULL
         self._addrs = NULL
 
     def __init__(self, sock, handler, *, int batch=32, Py_ssize_t bufsize=65536, str name="jgpy-recv",
-                 int poll_ms=100, long coalesce_us=0):
+                 int poll_ms=100, long coalesce_us=0, Py_ssize_t adopt_min=8192):
         cdef unsigned int i
-        if self._bufs != NULL:
+        if self._slots != NULL:
             raise RuntimeError("DatagramLoop.__init__ called twice: create a new DatagramLoop instead")
         if not callable(handler):
             raise TypeError(f"handler must be callable as handler(datagrams, sources), got {handler!r}")
@@ -341,6 +349,8 @@ cdef class DatagramLoop:
             raise ValueError(f"poll_ms must be in 1..60000, got {poll_ms}")
         if not 0 <= coalesce_us <= 10000:
             raise ValueError(f"coalesce_us must be in 0..10000, got {coalesce_us}")
+        if adopt_min < 1:
+            raise ValueError(f"adopt_min must be >= 1 (bytes), got {adopt_min}")
         self._fd = _sock_fd(sock)
         self._sock = sock
         self._handler = handler
@@ -349,14 +359,15 @@ cdef class DatagramLoop:
         self._bufsize = bufsize
         self._poll_ms = poll_ms
         self._coalesce_us = coalesce_us
-        self._bufs = <char*>malloc(<size_t>batch * <size_t>bufsize)
+        self._adopt_min = adopt_min
+        self._slots = <PyObject**>calloc(batch, sizeof(PyObject*))
         self._msgs = <mmsghdr*>calloc(batch, sizeof(mmsghdr))
         self._iovs = <iovec*>calloc(batch, sizeof(iovec))
         self._addrs = <sockaddr_storage*>calloc(batch, sizeof(sockaddr_storage))
-        if self._bufs == NULL or self._msgs == NULL or self._iovs == NULL or self._addrs == NULL:
+        if self._slots == NULL or self._msgs == NULL or self._iovs == NULL or self._addrs == NULL:
             raise MemoryError(f"cannot allocate {batch} receive buffers of {bufsize} bytes")
         for i in range(self._batch):
-            self._iovs[i].iov_base = self._bufs + <size_t>i * <size_t>bufsize
+            self._new_slot(i)
             self._iovs[i].iov_len = <size_t>bufsize
             self._msgs[i].msg_hdr.msg_iov = &self._iovs[i]
             self._msgs[i].msg_hdr.msg_iovlen = 1
@@ -372,14 +383,49 @@ cdef class DatagramLoop:
             c_close(self._wake_r)
         if self._wake_w >= 0:
             c_close(self._wake_w)
-        free(self._bufs)
+        cdef unsigned int i
+        if self._slots != NULL:
+            for i in range(self._batch):
+                Py_XDECREF(self._slots[i])
+        free(self._slots)
         free(self._msgs)
         free(self._iovs)
         free(self._addrs)
 
+    cdef int _new_slot(self, unsigned int i) except -1:
+        """A fresh receive buffer for vector slot ``i``."""
+        buf = PyBytes_FromStringAndSize(NULL, self._bufsize)
+        Py_XDECREF(self._slots[i])
+        self._slots[i] = <PyObject*>buf
+        Py_INCREF(buf)                    # the slot owns a reference
+        self._iovs[i].iov_base = PyBytes_AS_STRING(buf)
+        return 0
+
+    cdef object _take(self, unsigned int i, Py_ssize_t length):
+        """Datagram ``i`` as a bytes object: its buffer itself when it is long (then the slot gets a new
+        one), else a copy."""
+        cdef PyObject* obj = self._slots[i]
+        if length < self._adopt_min:
+            return PyBytes_FromStringAndSize(PyBytes_AS_STRING(<object>obj), length)
+        try:
+            fresh = PyBytes_FromStringAndSize(NULL, self._bufsize)
+        except MemoryError:
+            return PyBytes_FromStringAndSize(PyBytes_AS_STRING(<object>obj), length)
+        self._slots[i] = <PyObject*>fresh
+        Py_INCREF(fresh)
+        self._iovs[i].iov_base = PyBytes_AS_STRING(fresh)
+        try:
+            _PyBytes_Resize(&obj, length)  # we held the only reference: shrinks in place
+        except MemoryError:                # (the old buffer is gone): count it as lost, go on
+            self._st_recv_errors += 1
+            return None
+        datagram = <object>obj            # a new reference ...
+        Py_DECREF(datagram)               # ... replacing the one the slot owned
+        return datagram
+
     def start(self):
         """Starts the daemon thread (named ``name``) that runs the loop.  Only once per object."""
-        if self._bufs == NULL:
+        if self._slots == NULL:
             raise RuntimeError("DatagramLoop was not initialised")
         if self._started:
             raise RuntimeError("DatagramLoop.start() called twice: a loop runs once; create a new one")
@@ -497,7 +543,10 @@ cdef class DatagramLoop:
                 self._st_truncated += 1
                 continue
             length = self._msgs[i].msg_len
-            datagrams.append(PyBytes_FromStringAndSize(self._bufs + <size_t>i * <size_t>self._bufsize, length))
+            datagram = self._take(i, length)
+            if datagram is None:
+                continue
+            datagrams.append(datagram)
             sources.append(self._source(i))
             self._st_bytes += length
         if not datagrams:

@@ -115,7 +115,7 @@ class ProtocolStack:
             if "down_msg" not in vars(p) and type(p).down_msg is Protocol.down_msg:   # (a C send core is no
                 p.down_msg = p.down_prot.down_msg                                     # pass-through)
         after: Protocol = self.top                        # the nearest protocol above that takes every batch
-        run: list[Protocol] = []                          # header-gated protocols between here and `after`
+        run: list[Protocol] = []                          # protocols needing only some batches, up to `after`
         for p in reversed(self.protocols[1:]):            # top-down
             if "up_batch" in vars(p):
                 run, after = [], p
