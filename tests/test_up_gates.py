@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from jgpy._core.batch import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS, UpGate, multicast_length, \
+from jgpy._core.batch import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS, UpGate, total_length, \
     unknown_multicast_sources
 from jgpy._core.address import UUID
 from jgpy._core.headers import TpHeader
@@ -232,7 +232,7 @@ def test_batch_helpers():
     a, b, c = UUID.random(), UUID.random(), UUID.random()
     msgs = [Message(None, b"12", a), Message(b, b"123", a), Message(None, b"1", b), Message(None, None, c),
             Message(None, b"", a), Message(None, b"1234", b)]
-    assert multicast_length(msgs) == 2 + 1 + 4
+    assert total_length(msgs, multicasts_only=True) == 2 + 1 + 4 and total_length(msgs) == 2 + 3 + 1 + 4
     assert unknown_multicast_sources(msgs, [a], set()) == [b, c]
     assert unknown_multicast_sources(msgs, {a}, {c}) == [b]
     assert unknown_multicast_sources(msgs, [a, b, c], set()) == []

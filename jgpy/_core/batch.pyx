@@ -43,24 +43,13 @@ def has_header_any(list msgs, int id):
     return False
 
 
-def total_length(list msgs):
-    """Sum of the payload lengths."""
+def total_length(list msgs, bint multicasts_only=False):
+    """Sum of the payload lengths (``multicasts_only``: of the multicasts, ``dest`` None)."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs), total = 0
     cdef Message m
     for i in range(n):
         m = <Message>PyList_GET_ITEM(msgs, i)
-        if m._buf is not None:
-            total += m._len
-    return total
-
-
-def multicast_length(list msgs):
-    """Sum of the payload lengths of the multicasts (``dest`` None) of the batch."""
-    cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs), total = 0
-    cdef Message m
-    for i in range(n):
-        m = <Message>PyList_GET_ITEM(msgs, i)
-        if m.dest is None and m._buf is not None:
+        if m._buf is not None and not (multicasts_only and m.dest is not None):
             total += m._len
     return total
 
@@ -80,18 +69,6 @@ def unknown_multicast_sources(list msgs, members, known):
         last = src
         if src not in members and src not in known and src not in out:
             out.append(src)
-    return out
-
-
-def lengths_by_sender(list msgs):
-    """``{src: total payload bytes}`` of the batch (flow control credits)."""
-    cdef dict out = {}
-    cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
-    cdef Message m
-    for i in range(n):
-        m = <Message>PyList_GET_ITEM(msgs, i)
-        if m._buf is not None and m._len:
-            out[m.src] = out.get(m.src, 0) + m._len
     return out
 
 

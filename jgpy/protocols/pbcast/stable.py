@@ -15,7 +15,7 @@ import random
 import threading
 from typing import Any
 
-from jgpy._core.batch import multicast_length
+from jgpy._core.batch import total_length
 from jgpy._core.headers import StableHeader
 from jgpy._core.message import Message
 from jgpy._core.types import Digest
@@ -117,7 +117,7 @@ class STABLE(Protocol):
             self.up_prot.up_batch(rest)
 
     def _count_bytes(self, msgs: list) -> None:
-        n = multicast_length(msgs)
+        n = total_length(msgs, multicasts_only=True)
         if not n:
             return
         send = False
