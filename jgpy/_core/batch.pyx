@@ -4,8 +4,8 @@ Python makes one call per batch instead of one per message."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from libc.stdint cimport uint64_t
-from libc.string cimport memcmp
+from libc.stdint cimport uint32_t
+from libc.string cimport memcmp, memset
 
 from jgpy._core.message cimport Message
 from jgpy._core.headers cimport TpHeader
@@ -178,12 +178,14 @@ cdef class UpGate:
     One C pass over the batch finds the first protocol of the run that needs it and calls that protocol's
     own ``up_batch``; a batch that none of them needs goes straight to ``after`` (the next protocol that
     needs every batch). Exactly what calling the run one by one would do, without a Python call per
-    protocol."""
+    protocol. Run positions are bits: a header id maps to the positions of the protocols with that id
+    (a table for ids below 256, a comparison with each id of the run above that)."""
 
     cdef int _n
-    cdef int _ids[MAX_GATED]          # -1: a protocol without an id (it sends no headers)
-    cdef int _needs[MAX_GATED]
-    cdef bint _small_ids              # every id < 256: the batch's header ids fit a 256-bit set
+    cdef int _ids[MAX_GATED]          # 0: a protocol without an id (it sends no headers)
+    cdef uint32_t _by_id[256]         # header id -> run positions of the protocols with that id
+    cdef uint32_t _mcast, _ucast      # run positions that need the batches with a multicast / a unicast
+    cdef bint _large_ids              # some id >= 256 (user-assigned): compared one by one
     cdef list _handlers               # the run's own up_batch functions, bound to their protocols
     cdef object _after                # the protocol above the run; its up_batch is looked up per call
 
@@ -191,13 +193,22 @@ cdef class UpGate:
         if not 1 <= len(ids) <= MAX_GATED or len(ids) != len(handlers) or len(ids) != len(needs):
             raise ValueError(f"a gated run has 1..{MAX_GATED} protocols with an id, needs and a handler each, "
                              f"got {len(ids)} ids, {len(needs)} needs and {len(handlers)} handlers")
-        cdef int i
-        self._small_ids = True
-        for i in range(len(ids)):
-            self._ids[i] = ids[i] if ids[i] else -1
-            self._needs[i] = needs[i]
-            if self._ids[i] >= 256:
-                self._small_ids = False
+        cdef int j
+        cdef uint32_t bit
+        memset(self._by_id, 0, sizeof(self._by_id))
+        self._mcast = self._ucast = 0
+        self._large_ids = False
+        for j in range(len(ids)):
+            bit = (<uint32_t>1) << j
+            self._ids[j] = ids[j] if needs[j] & UP_HEADER else 0
+            if 0 < self._ids[j] < 256:
+                self._by_id[self._ids[j]] |= bit
+            elif self._ids[j] >= 256:
+                self._large_ids = True
+            if needs[j] & UP_MULTICASTS:
+                self._mcast |= bit
+            if needs[j] & UP_UNICASTS:
+                self._ucast |= bit
         self._n = len(ids)
         self._handlers = handlers
         self._after = after
@@ -209,40 +220,29 @@ cdef class UpGate:
         return self._after.up_batch(msgs)
 
     cdef int _first_needing(self, list msgs):
-        """Index of the first protocol of the run that needs ``msgs``, or ``_n``."""
+        """Index of the first protocol of the run that needs ``msgs``, or ``_n``; the scan stops as soon as
+        the first protocol of the run needs the batch."""
         cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
-        cdef int k, j, hid, id0 = self._ids[0], first = self._n, kinds = 0
-        cdef int* ids = self._ids
-        cdef int* needs = self._needs
-        cdef uint64_t present[4]
+        cdef int k, j, hid
+        cdef uint32_t need = 0
         cdef Message m
-        if self._small_ids:               # one pass collects the header ids and kinds; stops early once the
-            present[0] = present[1] = present[2] = present[3] = 0      # first protocol needs the batch
-            for i in range(n):
-                m = <Message>PyList_GET_ITEM(msgs, i)
-                kinds |= UP_MULTICASTS if m.dest is None else UP_UNICASTS
-                for k in range(m._nh):
-                    hid = m._h[k].id
-                    if 0 <= hid < 256:
-                        present[hid >> 6] |= (<uint64_t>1) << (hid & 63)
-                if needs[0] & kinds or (id0 >= 0 and (present[id0 >> 6] >> (id0 & 63)) & 1):
-                    return 0
-            for j in range(1, self._n):
-                if needs[j] & kinds or (ids[j] >= 0 and (present[ids[j] >> 6] >> (ids[j] & 63)) & 1):
-                    return j
-            return self._n
         for i in range(n):
             m = <Message>PyList_GET_ITEM(msgs, i)
-            kinds |= UP_MULTICASTS if m.dest is None else UP_UNICASTS
+            need |= self._mcast if m.dest is None else self._ucast
             for k in range(m._nh):
-                for j in range(first):
-                    if m._h[k].id == ids[j]:
-                        first = j
-                        break
-        for j in range(first):
-            if needs[j] & kinds:
+                hid = m._h[k].id
+                if 0 <= hid < 256:
+                    need |= self._by_id[hid]
+                elif self._large_ids:
+                    for j in range(self._n):
+                        if self._ids[j] == hid:
+                            need |= (<uint32_t>1) << j
+            if need & 1:
+                return 0
+        for j in range(1, self._n):
+            if (need >> j) & 1:
                 return j
-        return first
+        return self._n
 
     def __repr__(self):
         return f"<UpGate ids={[self._ids[i] for i in range(self._n)]} after={self._after!r}>"
