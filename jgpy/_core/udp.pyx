@@ -393,9 +393,9 @@ cdef class DatagramLoop:
         free(self._addrs)
 
     cdef int _new_slot(self, unsigned int i) except -1:
-        """A fresh receive buffer for vector slot ``i``."""
+        """A fresh receive buffer for vector slot ``i``; the reference the slot held (if any) passes to the
+        caller. On MemoryError the slot is unchanged."""
         buf = PyBytes_FromStringAndSize(NULL, self._bufsize)
-        Py_XDECREF(self._slots[i])
         self._slots[i] = <PyObject*>buf
         Py_INCREF(buf)                    # the slot owns a reference
         self._iovs[i].iov_base = PyBytes_AS_STRING(buf)
@@ -408,12 +408,9 @@ cdef class DatagramLoop:
         if length < self._adopt_min:
             return PyBytes_FromStringAndSize(PyBytes_AS_STRING(<object>obj), length)
         try:
-            fresh = PyBytes_FromStringAndSize(NULL, self._bufsize)
+            self._new_slot(i)             # the slot's reference to obj is now ours
         except MemoryError:
             return PyBytes_FromStringAndSize(PyBytes_AS_STRING(<object>obj), length)
-        self._slots[i] = <PyObject*>fresh
-        Py_INCREF(fresh)
-        self._iovs[i].iov_base = PyBytes_AS_STRING(fresh)
         try:
             _PyBytes_Resize(&obj, length)  # we held the only reference: shrinks in place
         except MemoryError:                # (the old buffer is gone): count it as lost, go on
