@@ -1,13 +1,15 @@
 """The delivery executors (jgpy.stack.executor): FIFO order, no lost wake-ups, drain and stop;
-caller_runs (thread pools disabled)."""
+submitters that run tasks themselves: caller_runs (thread pools disabled) and relay (receive threads)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
+import pytest
+
 from jgpy._core.sendpath import Handoff, Lock
-from jgpy.stack.executor import SerialExecutor, Wakeup
+from jgpy.stack.executor import SerialExecutor, Wakeup, register_relay
 from tests.conftest import run_threads
 
 
@@ -159,22 +161,30 @@ def test_send_core_lock_excludes_and_never_blocks_holding_the_gil():
 
 
 
-def test_caller_runs_when_idle_one_at_a_time_in_order(caplog):
-    """caller_runs (thread_pool.enabled="false"): an idle executor lets the submitter run the task; a busy one
-    queues it. 4 threads submit 5,000 tasks each: every task runs once, each thread's in order, never two at a
-    time, some in the submitters and some on the executor's thread; a failing task is logged."""
-    ex = SerialExecutor("test-caller-runs", caller_runs=True)
+@pytest.mark.parametrize("mode", ["caller_runs", "relay"])
+def test_submitters_run_tasks_one_at_a_time_in_order(mode, caplog):
+    """caller_runs (thread_pool.enabled="false": every submitter may run tasks) and relay (the pools enabled: only
+    receive threads that registered a relay may, between hand_over and take_back). 4 threads submit 5,000
+    tasks each; in relay mode threads 0 and 1 have a relay, 2 and 3 do not. Every task runs once, each thread's
+    in order, never two at a time; tasks run in the submitters that may run them, else on the executor's thread;
+    a relay thread runs tasks only while its socket is handed over; a failing task is logged."""
+    ex = SerialExecutor("test-exec-run", caller_runs=mode == "caller_runs", relay=mode == "relay")
     seen: dict[int, list[int]] = {t: [] for t in range(4)}
-    where = {"caller": 0, "executor": 0}
+    where: dict[str, int] = {}
     active = [0]
     overlaps = [0]
+    handed: dict[str, int] = {}              # relay thread name -> 1 between its hand_over and take_back
+    outside = [0]                            # tasks a relay thread ran while its socket was not handed over
 
     def task(t: int, i: int) -> None:
         active[0] += 1
         if active[0] > 1:
             overlaps[0] += 1
         assert ex.in_thread()
-        where["executor" if threading.current_thread().name == "test-caller-runs" else "caller"] += 1
+        name = threading.current_thread().name
+        where[name] = where.get(name, 0) + 1
+        if name in handed and not handed[name]:
+            outside[0] += 1
         if i % 50 == 0:
             time.sleep(0.0002)               # releases the GIL inside a task: others must queue meanwhile
         seen[t].append(i)
@@ -183,24 +193,58 @@ def test_caller_runs_when_idle_one_at_a_time_in_order(caplog):
             raise RuntimeError("boom")
 
     def producer(t: int) -> None:
+        name = threading.current_thread().name
+        if mode == "relay" and t < 2:
+            handed[name] = 0
+            register_relay(lambda: handed.__setitem__(name, handed[name] + 1) or True,
+                           lambda: handed.__setitem__(name, handed[name] - 1))
         for i in range(5000):
             ex.submit(task, t, i)
             if i % 499 == 0:
                 time.sleep(0.001)            # the executor goes idle
 
     try:
-        me = threading.current_thread().name
-        ran = []
-        ex.submit(lambda: ran.append((threading.current_thread().name, ex.in_thread())))
-        assert ran == [(me, True)] and not ex.in_thread()
+        if mode == "caller_runs":
+            me = threading.current_thread().name
+            ran = []
+            ex.submit(lambda: ran.append((threading.current_thread().name, ex.in_thread())))
+            assert ran == [(me, True)] and not ex.in_thread()
         run_threads(producer, 4)
         assert ex.drain(timeout=30)
         assert all(seen[t] == list(range(5000)) for t in range(4))
-        assert overlaps[0] == 0
-        assert where["caller"] > 0 and where["executor"] > 0, where
+        assert overlaps[0] == 0 and outside[0] == 0
+        assert all(v == 0 for v in handed.values())          # every hand_over was taken back
+        in_submitters = sum(n for name, n in where.items() if name != "test-exec-run")
+        assert in_submitters > 0, where
+        if mode == "relay":                  # threads 2 and 3 hand over to the executor's thread (whose tasks a
+            assert set(where) - {"test-exec-run"} <= set(handed), where     # relay thread may run while it drains)
+            ran = []
+            ex.submit(lambda: ran.append(threading.current_thread().name))
+            assert ex.drain(timeout=5) and ran == ["test-exec-run"]
         assert "boom" in caplog.text
         order = []
         ex.submit(lambda: (ex.submit(order.append, "nested"), order.append("outer")))
         assert ex.drain(timeout=5) and order == ["outer", "nested"]     # nested: queued, runs after
+    finally:
+        ex.stop()
+
+
+def test_a_relay_thread_that_refuses_to_hand_over_leaves_the_task_to_the_executor():
+    """hand_over() returns False (its socket has a backlog): the task runs on the executor's thread, in order after
+    what was queued, and take_back() is not called."""
+    ex = SerialExecutor("test-exec-refuse", relay=True)
+    calls: list[str] = []
+    ran: list[tuple[str, int]] = []
+
+    def receive_thread() -> None:
+        register_relay(lambda: calls.append("hand_over") or False, lambda: calls.append("take_back"))
+        for i in range(3):
+            ex.submit(lambda i=i: ran.append((threading.current_thread().name, i)))
+
+    try:
+        run_threads(lambda _t: receive_thread(), 1)
+        assert ex.drain(timeout=5)
+        assert ran == [("test-exec-refuse", 0), ("test-exec-refuse", 1), ("test-exec-refuse", 2)]
+        assert "take_back" not in calls and calls.count("hand_over") >= 1
     finally:
         ex.stop()

@@ -230,9 +230,10 @@ def test_loop_survives_a_failing_handler(net, caplog):
     assert any("not logged" in r.getMessage() for r in caplog.records if r.name == "jgpy.udp")
 
 
-def test_loop_stop_is_prompt_and_idempotent(net):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_loop_stop_is_prompt_and_idempotent(net, threads):
     rx = net.udp()
-    loop = net.loop(rx, Collector(), poll_ms=10000, name="prompt-stop")
+    loop = net.loop(rx, Collector(), poll_ms=10000, name="prompt-stop", threads=threads)
     assert loop.name == "prompt-stop" and loop.running
     assert "prompt-stop" in [t.name for t in threading.enumerate()]
     time.sleep(0.05)
@@ -247,9 +248,10 @@ def test_loop_stop_is_prompt_and_idempotent(net):
     assert never_started.stop() is True
 
 
-def test_loop_ends_quietly_when_the_socket_is_closed(net, caplog):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_loop_ends_quietly_when_the_socket_is_closed(net, caplog, threads):
     rx = net.udp()
-    loop = net.loop(rx, Collector(), poll_ms=50)
+    loop = net.loop(rx, Collector(), poll_ms=50, threads=threads)
     caplog.set_level(logging.ERROR, logger="jgpy.udp")
     rx.close()
     deadline = time.monotonic() + 10
@@ -285,6 +287,100 @@ def test_loop_ipv6_sources(net):
     tx.sendto(b"six", rx.getsockname()[:2])
     assert got.wait_count(1)
     assert got.datagrams == [b"six"] and got.sources == [("::1", tx.getsockname()[1])]
+
+
+class RelayHandler:
+    """A relay-mode handler: a datagram b"block" makes its thread hand the socket over and block until released
+    (as a receive thread running the application); records which thread read what."""
+
+    def __init__(self):
+        self.pairs: dict[str, tuple] = {}
+        self.got = Collector()
+        self.by_thread: dict[str, list[bytes]] = {}
+        self.blocked = threading.Event()
+        self.release = threading.Event()
+        self.handed: list[bool] = []
+
+    def on_thread(self, hand_over, take_back):
+        self.pairs[threading.current_thread().name] = (hand_over, take_back)
+
+    def __call__(self, datagrams, sources):
+        name = threading.current_thread().name
+        self.by_thread.setdefault(name, []).extend(datagrams)
+        self.got(datagrams, sources)
+        if b"block" in datagrams:
+            hand_over, take_back = self.pairs[name]
+            ok = hand_over()
+            self.handed.append(ok)
+            if ok:
+                try:
+                    self.blocked.set()
+                    self.release.wait(30)
+                finally:
+                    take_back()
+
+
+def test_relay_loop_reads_with_one_thread_until_it_hands_the_socket_over(net):
+    """threads=2: without a hand-over only the owner reads; while it blocks after hand_over() the other thread
+    reads every datagram that comes; after take_back() the first thread owns the socket again. Nothing is lost."""
+    rx, tx = net.udp(), net.udp()
+    h = RelayHandler()
+    loop = net.loop(rx, h, threads=2, on_thread=h.on_thread, name="relay")
+    assert loop.threads == 2
+    assert "relay" in [t.name for t in threading.enumerate()] and "relay-2" in [t.name for t in threading.enumerate()]
+    deadline = time.monotonic() + 10
+    while len(h.pairs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dest = rx.getsockname()
+    for i in range(50):
+        tx.sendto(b"a%d" % i, dest)
+        time.sleep(0.0005)
+    assert h.got.wait_count(50)
+    assert list(h.by_thread) == ["relay"]                 # the owner read everything
+    time.sleep(0.01)                                      # the owner sleeps in epoll_wait: no backlog
+    tx.sendto(b"block", dest)
+    assert h.blocked.wait(10) and h.handed == [True]
+    for i in range(50):
+        tx.sendto(b"b%d" % i, dest)
+    assert h.got.wait_count(101)
+    assert h.by_thread["relay-2"] == [b"b%d" % i for i in range(50)]   # read while the first thread blocks
+    h.release.set()
+    time.sleep(0.05)
+    n = len(h.by_thread["relay"])
+    for i in range(20):
+        tx.sendto(b"c%d" % i, dest)
+        time.sleep(0.0005)
+    assert h.got.wait_count(121)
+    assert len(h.by_thread["relay"]) == n + 20            # taken back: the first thread reads again
+    assert sorted(h.got.datagrams) == sorted([b"a%d" % i for i in range(50)] + [b"block"] +
+                                             [b"b%d" % i for i in range(50)] + [b"c%d" % i for i in range(20)])
+    assert loop.stats["handovers"] == 1
+    assert loop.stop() is True and not loop.running
+
+
+def test_relay_loop_refuses_the_hand_over_after_a_batch_read_without_sleeping(net):
+    """A batch that was waiting when the thread came to read (a backlog, a stream): hand_over() returns False and
+    hands nothing over, so the two threads do not take turns for every batch of a stream."""
+    rx, tx = net.udp(), net.udp()
+    h = RelayHandler()
+    gate = threading.Event()
+
+    def handler(datagrams, sources):
+        if datagrams[0] == b"hold":
+            gate.wait(10)                                 # the next datagrams queue up meanwhile
+        h(datagrams, sources)
+
+    loop = net.loop(rx, handler, threads=2, on_thread=h.on_thread, batch=1)
+    dest = rx.getsockname()
+    time.sleep(0.05)
+    tx.sendto(b"hold", dest)
+    time.sleep(0.05)
+    tx.sendto(b"block", dest)                             # waits in the socket until "hold" is done
+    gate.set()
+    assert h.got.wait_count(2)
+    assert h.handed == [False] and not h.blocked.is_set()
+    assert loop.stats["backlog_refusals"] == 1 and loop.stats["handovers"] == 0
+    assert list(h.by_thread) == ["jgpy-recv"]
 
 
 def _spin(seconds: float) -> int:
@@ -607,6 +703,10 @@ def test_bundler_bad_arguments(net):
         DatagramLoop(rx, print, batch=0)
     with pytest.raises(TypeError, match="callable"):
         DatagramLoop(rx, None)
+    with pytest.raises(ValueError, match="threads"):
+        DatagramLoop(rx, print, threads=0)
+    with pytest.raises(TypeError, match="on_thread"):
+        DatagramLoop(rx, print, on_thread=42)
 
 
 @pytest.mark.skipif(not ipv6_available(), reason="no IPv6 loopback")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import pytest
 
@@ -224,6 +225,43 @@ def test_barrier_close_waits_for_a_batch_in_flight():
     finally:
         release.set()
         t.join(5)
+        barrier.up(Event(EventType.OPEN_BARRIER))
+        s.stop()
+
+
+def test_barrier_close_from_inside_a_batch_in_flight_waits_only_for_other_threads():
+    """A thread that closes the barrier while it passes a multicast batch up itself (a receive thread delivering
+    what it read, then a state request) does not wait for itself, as Java's BARRIER takes the closing thread out
+    of its in-flight threads; another thread's batch in flight is still waited for."""
+    other_in, other_release = threading.Event(), threading.Event()
+    waited: list[float] = []
+
+    class Up(Protocol):
+        def up_batch(self, msgs):
+            if msgs[0].buffer == b"other":
+                other_in.set()
+                other_release.wait(5)
+            else:                                # closes the barrier from inside its own batch
+                t0 = time.monotonic()
+                barrier.close_barrier(5.0)
+                waited.append(time.monotonic() - t0)
+
+    s = FakeStack(BARRIER())
+    barrier = s.prot
+    barrier.up_prot = Up()
+    try:
+        barrier.up_batch([Message(None, b"self", UUID.random())])
+        assert barrier.closed and waited and waited[0] < 1.0
+        barrier.up(Event(EventType.OPEN_BARRIER))
+        t = threading.Thread(target=barrier.up_batch, args=([Message(None, b"other", UUID.random())],))
+        t.start()
+        assert other_in.wait(5)
+        threading.Timer(0.3, other_release.set).start()
+        barrier.up_batch([Message(None, b"self", UUID.random())])
+        assert 0.2 < waited[1] < 4.0             # waited for the other thread's batch, not for its own
+        t.join(5)
+    finally:
+        other_release.set()
         barrier.up(Event(EventType.OPEN_BARRIER))
         s.stop()
 

@@ -11,9 +11,10 @@
 Nothing here knows about JGroups: the transport creates and configures its sockets with Python's
 :mod:`socket` module and hands them to these classes.
 
-* :class:`DatagramLoop` -- the receive thread of one socket: ``poll()`` + ``recvmmsg()`` with the GIL
-  released, then the GIL is taken *once per batch* to hand ``handler(datagrams, sources)`` a list of
-  ``bytes`` and a parallel list of ``(host, port)`` tuples.
+* :class:`DatagramLoop` -- the receive thread(s) of one socket: ``epoll_wait()`` + ``recvmmsg()`` with the
+  GIL released, then the GIL is taken *once per batch* to hand ``handler(datagrams, sources)`` a list of
+  ``bytes`` and a parallel list of ``(host, port)`` tuples.  With several threads (relay mode) one holds
+  the socket at a time and hands it over before it runs code that may block.
 * :class:`Bundler` -- coalesces small entries for one destination into datagrams
   ``prefix + e1 + ... + ek + suffix`` (at most ``max_size`` bytes).  Entries are copied into a
   preallocated ring; a background thread sends them with ``sendmmsg()``, iovecs pointing straight
@@ -275,115 +276,103 @@ cdef extern from "Python.h":
     int _PyBytes_Resize(PyObject** bytes, Py_ssize_t newsize) except -1
 
 
-cdef class DatagramLoop:
-    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0, adopt_min=8192)
+cdef extern from "<sys/epoll.h>" nogil:
+    ctypedef union epoll_data_t:
+        void* ptr
+        int fd
+        uint32_t u32
+        uint64_t u64
 
-    The receive loop of one UDP socket, run by a daemon thread.
+    struct epoll_event:
+        uint32_t events
+        epoll_data_t data
 
-    With the GIL released the thread waits in ``poll()`` (on the socket and on a wake-up pipe, so
-    :meth:`stop` is noticed at once; ``poll_ms`` bounds how late a socket closed under it is noticed)
-    and reads up to ``batch`` datagrams with one ``recvmmsg(MSG_DONTWAIT)`` into ``batch`` bytes objects of
-    ``bufsize`` bytes.  Then it takes the GIL once for the batch and calls
-    ``handler(datagrams: list[bytes], sources: list[tuple[str, int]])``.  A datagram of at least
-    ``adopt_min`` bytes is the buffer itself, shrunk to its length (its slot gets a new buffer: no copy); a
-    shorter one is a copy (the buffer is reused).  A handler exception is counted and logged (rate-limited) and the
-    loop goes on.  Datagrams longer than ``bufsize`` are counted in ``truncated`` and dropped.
-    If the socket is closed, the loop ends quietly.  The handler runs on the loop's thread: the
-    next batch is read only when it returns.
+    int epoll_create1(int flags)
+    int epoll_ctl(int epfd, int op, int fd, epoll_event* event)
+    int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout)
 
-    ``coalesce_us`` > 0: while batches arrive less than ``2 * coalesce_us`` apart (a dense stream, e.g. the
-    per-message ACKs of a Java receiver), the thread sleeps that long after a batch that did not fill the
-    vector, so that the next ``recvmmsg`` reads several datagrams for one wake-up instead of being woken for
-    each (``coalesced`` counts the sleeps).  A sparse stream (request/response) is never delayed.
-    """
+    enum:
+        EPOLLIN
+        EPOLLONESHOT
+        EPOLL_CTL_ADD
+        EPOLL_CTL_MOD
+        EPOLL_CLOEXEC
 
-    cdef object _sock
-    cdef object _handler
-    cdef object _thread
-    cdef str _name
-    cdef int _fd
-    cdef int _wake_r
-    cdef int _wake_w
+
+cdef enum:
+    _EV_SOCKET = 1              # epoll_data.u32 of the socket's registration
+    _EV_WAKE = 2                # ... and of the wake-up pipe's
+    _SLEPT_NS = 5000            # an epoll_wait() that took this long slept: nothing was waiting
+
+
+cdef int _arm(int epfd, int fd, bint on) noexcept nogil:
+    """Arm (level-triggered EPOLLIN) or disarm (one-shot with no events: at most one EPOLLERR/EPOLLHUP, then
+    nothing) the socket's registration in ``epfd``."""
+    cdef epoll_event ev
+    ev.events = EPOLLIN if on else EPOLLONESHOT
+    ev.data.u64 = 0
+    ev.data.u32 = _EV_SOCKET
+    return epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev)
+
+
+cdef class _Reader:
+    """One receive thread of a :class:`DatagramLoop`: its receive vector (buffers, ``mmsghdr``s, source
+    addresses) and its own epoll instance, in which the socket is armed only while this reader owns it."""
+
+    cdef DatagramLoop _loop
+    cdef int _index
+    cdef int _fd, _epfd, _poll_ms     # _fd, _poll_ms: copies of the loop's, for the nogil code
     cdef unsigned int _batch
-    cdef Py_ssize_t _bufsize
-    cdef Py_ssize_t _adopt_min
-    cdef int _poll_ms
-    cdef long _coalesce_us
-    cdef PyObject** _slots            # one bytes object of _bufsize per vector slot (owned references)
+    cdef bint _handed                 # hand_over() gave the socket away; take_back() takes it back
+    cdef bint _waited                 # the last batch came after the thread slept (no backlog)
+    cdef PyObject** _slots            # one bytes object of bufsize per vector slot (owned references)
     cdef mmsghdr* _msgs
     cdef iovec* _iovs
     cdef sockaddr_storage* _addrs
-    cdef bint _started
-    cdef bint _stopping
-    cdef bint _running
     # source tuple cache: datagrams from one peer reuse one tuple
     cdef sockaddr_storage _last_sa
     cdef socklen_t _last_salen
     cdef object _last_src
-    # stats (written by the loop thread with the GIL held)
-    cdef uint64_t _st_datagrams, _st_bytes, _st_batches, _st_handler_errors, _st_recv_errors, _st_truncated
-    cdef uint64_t _st_coalesced
-    cdef _RateLimit _rl
 
-    def __cinit__(self, *args, **kwargs):
-        self._fd = -1
-        self._wake_r = -1
-        self._wake_w = -1
-        self._slots = NULL
-        self._msgs = NULL
-        self._iovs = NULL
-        self._addrs = NULL
-
-    def __init__(self, sock, handler, *, int batch=32, Py_ssize_t bufsize=65536, str name="jgpy-recv",
-                 int poll_ms=100, long coalesce_us=0, Py_ssize_t adopt_min=8192):
-        cdef unsigned int i
-        if self._slots != NULL:
-            raise RuntimeError("DatagramLoop.__init__ called twice: create a new DatagramLoop instead")
-        if not callable(handler):
-            raise TypeError(f"handler must be callable as handler(datagrams, sources), got {handler!r}")
-        if not 1 <= batch <= _MAX_VLEN:
-            raise ValueError(f"batch must be in 1..{_MAX_VLEN} (the kernel's recvmmsg limit), got {batch}")
-        if not 1 <= bufsize <= 65536:
-            raise ValueError(f"bufsize must be in 1..65536 (a UDP datagram is at most 65535 bytes), got {bufsize}")
-        if not 1 <= poll_ms <= 60000:
-            raise ValueError(f"poll_ms must be in 1..60000, got {poll_ms}")
-        if not 0 <= coalesce_us <= 10000:
-            raise ValueError(f"coalesce_us must be in 0..10000, got {coalesce_us}")
-        if adopt_min < 1:
-            raise ValueError(f"adopt_min must be >= 1 (bytes), got {adopt_min}")
-        self._fd = _sock_fd(sock)
-        self._sock = sock
-        self._handler = handler
-        self._name = name
-        self._batch = batch
-        self._bufsize = bufsize
-        self._poll_ms = poll_ms
-        self._coalesce_us = coalesce_us
-        self._adopt_min = adopt_min
-        self._slots = <PyObject**>calloc(batch, sizeof(PyObject*))
-        self._msgs = <mmsghdr*>calloc(batch, sizeof(mmsghdr))
-        self._iovs = <iovec*>calloc(batch, sizeof(iovec))
-        self._addrs = <sockaddr_storage*>calloc(batch, sizeof(sockaddr_storage))
+    def __cinit__(self, DatagramLoop loop, int index):
+        cdef unsigned int i, n = loop._batch
+        cdef epoll_event ev
+        self._epfd = -1
+        self._loop = loop
+        self._index = index
+        self._fd, self._poll_ms, self._batch = loop._fd, loop._poll_ms, loop._batch
+        self._slots = <PyObject**>calloc(n, sizeof(PyObject*))
+        self._msgs = <mmsghdr*>calloc(n, sizeof(mmsghdr))
+        self._iovs = <iovec*>calloc(n, sizeof(iovec))
+        self._addrs = <sockaddr_storage*>calloc(n, sizeof(sockaddr_storage))
         if self._slots == NULL or self._msgs == NULL or self._iovs == NULL or self._addrs == NULL:
-            raise MemoryError(f"cannot allocate {batch} receive buffers of {bufsize} bytes")
-        for i in range(self._batch):
+            raise MemoryError(f"cannot allocate {n} receive buffers of {loop._bufsize} bytes")
+        for i in range(n):
             self._new_slot(i)
-            self._iovs[i].iov_len = <size_t>bufsize
+            self._iovs[i].iov_len = <size_t>loop._bufsize
             self._msgs[i].msg_hdr.msg_iov = &self._iovs[i]
             self._msgs[i].msg_hdr.msg_iovlen = 1
             self._msgs[i].msg_hdr.msg_name = &self._addrs[i]
-        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._wake_r = r
-        self._wake_w = w
         self._last_salen = 0
         self._last_src = None
+        self._epfd = epoll_create1(EPOLL_CLOEXEC)
+        if self._epfd < 0:
+            raise OSError(errno, f"epoll_create1: {os.strerror(errno)}")
+        ev.events = EPOLLIN if index == loop._owner else EPOLLONESHOT
+        ev.data.u64 = 0
+        ev.data.u32 = _EV_SOCKET
+        if epoll_ctl(self._epfd, EPOLL_CTL_ADD, self._fd, &ev) < 0:
+            raise OSError(errno, f"epoll_ctl(ADD) of the socket: {os.strerror(errno)}")
+        ev.events = EPOLLIN               # level-triggered: a stop() wakes every thread
+        ev.data.u64 = 0
+        ev.data.u32 = _EV_WAKE
+        if epoll_ctl(self._epfd, EPOLL_CTL_ADD, loop._wake_r, &ev) < 0:
+            raise OSError(errno, f"epoll_ctl(ADD) of the wake-up pipe: {os.strerror(errno)}")
 
     def __dealloc__(self):
-        if self._wake_r >= 0:
-            c_close(self._wake_r)
-        if self._wake_w >= 0:
-            c_close(self._wake_w)
         cdef unsigned int i
+        if self._epfd >= 0:
+            c_close(self._epfd)
         if self._slots != NULL:
             for i in range(self._batch):
                 Py_XDECREF(self._slots[i])
@@ -395,7 +384,7 @@ cdef class DatagramLoop:
     cdef int _new_slot(self, unsigned int i) except -1:
         """A fresh receive buffer for vector slot ``i``; the reference the slot held (if any) passes to the
         caller. On MemoryError the slot is unchanged."""
-        buf = PyBytes_FromStringAndSize(NULL, self._bufsize)
+        buf = PyBytes_FromStringAndSize(NULL, self._loop._bufsize)
         self._slots[i] = <PyObject*>buf
         Py_INCREF(buf)                    # the slot owns a reference
         self._iovs[i].iov_base = PyBytes_AS_STRING(buf)
@@ -405,7 +394,7 @@ cdef class DatagramLoop:
         """Datagram ``i`` as a bytes object: its buffer itself when it is long (then the slot gets a new
         one), else a copy."""
         cdef PyObject* obj = self._slots[i]
-        if length < self._adopt_min:
+        if length < self._loop._adopt_min:
             return PyBytes_FromStringAndSize(PyBytes_AS_STRING(<object>obj), length)
         try:
             self._new_slot(i)             # the slot's reference to obj is now ours
@@ -414,107 +403,11 @@ cdef class DatagramLoop:
         try:
             _PyBytes_Resize(&obj, length)  # we held the only reference: shrinks in place
         except MemoryError:                # (the old buffer is gone): count it as lost, go on
-            self._st_recv_errors += 1
+            self._loop._st_recv_errors += 1
             return None
         datagram = <object>obj            # a new reference ...
         Py_DECREF(datagram)               # ... replacing the one the slot owned
         return datagram
-
-    def start(self):
-        """Starts the daemon thread (named ``name``) that runs the loop.  Only once per object."""
-        if self._slots == NULL:
-            raise RuntimeError("DatagramLoop was not initialised")
-        if self._started:
-            raise RuntimeError("DatagramLoop.start() called twice: a loop runs once; create a new one")
-        self._started = True
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-        try:
-            self._thread.start()
-        except BaseException:
-            self._running = False
-            raise
-
-    def stop(self, timeout=2.0):
-        """Asks the loop to end and joins its thread (at most ``timeout`` seconds).
-
-        Idempotent, safe after the socket was closed, and safe from inside the handler (then it does
-        not join).  Returns True if the thread has ended (or never started).
-        """
-        self._stopping = True
-        if self._wake_w >= 0:
-            try:
-                os.write(self._wake_w, b"x")
-            except OSError:
-                pass    # the pipe is full: a wake-up is already pending
-        t = self._thread
-        if t is None:
-            return True
-        if t is not threading.current_thread():
-            t.join(timeout)
-            if t.is_alive():
-                _log.warning("%s: the receive thread did not end within %.1f s (a handler call still running?)",
-                             self._name, timeout)
-                return False
-        return True
-
-    @property
-    def running(self):
-        """True while the loop's thread runs."""
-        return self._running
-
-    @property
-    def name(self):
-        """The thread's name."""
-        return self._name
-
-    @property
-    def stats(self):
-        """Counters: datagrams, bytes, batches (handler calls), handler_errors, recv_errors, truncated,
-        coalesced (the sleeps taken between the batches of a dense stream)."""
-        return {"datagrams": self._st_datagrams, "bytes": self._st_bytes, "batches": self._st_batches,
-                "handler_errors": self._st_handler_errors, "recv_errors": self._st_recv_errors,
-                "truncated": self._st_truncated, "coalesced": self._st_coalesced}
-
-    def __repr__(self):
-        return (f"<DatagramLoop {self._name!r} fd={self._fd} batch={self._batch} bufsize={self._bufsize} "
-                f"running={self._running}>")
-
-    cdef int _receive(self, bint skip_poll, int* err) noexcept nogil:
-        """Waits for and reads one batch.  > 0: datagrams read; 0: nothing (timeout, EAGAIN, EINTR,
-        wake-up); -1: error in ``err`` (EBADF when the descriptor was closed)."""
-        cdef pollfd fds[2]
-        cdef int r
-        cdef unsigned int i
-        if not skip_poll:
-            fds[0].fd = self._fd
-            fds[0].events = POLLIN
-            fds[0].revents = 0
-            fds[1].fd = self._wake_r
-            fds[1].events = POLLIN
-            fds[1].revents = 0
-            r = poll(fds, 2, self._poll_ms)
-            if r < 0:
-                if errno == EINTR:
-                    return 0
-                err[0] = errno
-                return -1
-            if r == 0 or fds[1].revents != 0:
-                return 0
-            if fds[0].revents & POLLNVAL:
-                err[0] = EBADF
-                return -1
-        for i in range(self._batch):
-            self._msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage)
-            self._msgs[i].msg_hdr.msg_flags = 0
-            self._msgs[i].msg_len = 0
-        r = recvmmsg(self._fd, self._msgs, self._batch, MSG_DONTWAIT, NULL)
-        if r < 0:
-            if errno == EAGAIN or errno == EINTR:
-                return 0
-            err[0] = errno
-            return -1
-        return r
 
     cdef object _source(self, unsigned int i):
         cdef socklen_t n = self._msgs[i].msg_hdr.msg_namelen
@@ -529,7 +422,83 @@ cdef class DatagramLoop:
         self._last_src = src
         return src
 
+    def hand_over(self):
+        """Called by this reader's own thread (GIL held) before it runs code that may block (the application):
+        if it owns the socket, the next reader does from now on, so a datagram that comes meanwhile wakes that
+        one. Undone by :meth:`take_back`.
+
+        Returns False, and hands nothing over, when the last batch was read without sleeping first (datagrams
+        were waiting: a stream): then the caller should leave the blocking work to another thread, because
+        the next reader would be woken at once and the two would take turns for every batch."""
+        cdef DatagramLoop loop = self._loop
+        cdef _Reader other
+        cdef int nxt
+        if not self._waited:
+            loop._st_backlog_refusals += 1
+            return False
+        if loop._owner != self._index or len(loop._readers) < 2:
+            return True
+        nxt = (self._index + 1) % len(loop._readers)
+        other = loop._readers[nxt]
+        _arm(other._epfd, self._fd, True)         # never a moment with nobody armed
+        _arm(self._epfd, self._fd, False)
+        loop._owner = nxt
+        self._handed = True
+        loop._st_handovers += 1
+        return True
+
+    def take_back(self):
+        """After the code that may block: this reader owns the socket again (it is hot, and a datagram that
+        came meanwhile is read by it without a wake-up). Does nothing unless :meth:`hand_over` gave it away."""
+        cdef DatagramLoop loop = self._loop
+        cdef _Reader owner
+        if not self._handed:
+            return
+        self._handed = False
+        if loop._owner == self._index:
+            return
+        owner = loop._readers[loop._owner]
+        _arm(self._epfd, self._fd, True)
+        _arm(owner._epfd, self._fd, False)        # if it is reading already, it finishes its batch
+        loop._owner = self._index
+
+    cdef int _receive(self, bint skip_wait, int* err) noexcept nogil:
+        """Waits for and reads one batch.  > 0: datagrams read; 0: nothing (timeout, EAGAIN, EINTR,
+        wake-up); -1: error in ``err``."""
+        cdef epoll_event evs[2]
+        cdef int r, k
+        cdef bint readable = False
+        cdef unsigned int i
+        cdef uint64_t t0
+        self._waited = False
+        if not skip_wait:
+            t0 = _now_ns()
+            r = epoll_wait(self._epfd, evs, 2, self._poll_ms)
+            self._waited = _now_ns() - t0 >= _SLEPT_NS
+            if r < 0:
+                if errno == EINTR:
+                    return 0
+                err[0] = errno
+                return -1
+            for k in range(r):
+                if evs[k].data.u32 == _EV_SOCKET:
+                    readable = True
+            if not readable:
+                return 0                  # a timeout or the wake-up pipe: the caller looks at _stopping
+        for i in range(self._batch):
+            self._msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage)
+            self._msgs[i].msg_hdr.msg_flags = 0
+            self._msgs[i].msg_len = 0
+        r = recvmmsg(self._fd, self._msgs, self._batch, MSG_DONTWAIT, NULL)
+        if r < 0:
+            if errno == EAGAIN or errno == EINTR:
+                return 0
+            err[0] = errno
+            return -1
+        return r
+
     cdef _deliver(self, int n):
+        cdef DatagramLoop loop = self._loop
         cdef int i
         cdef unsigned int length
         cdef uint64_t sup = 0
@@ -537,7 +506,7 @@ cdef class DatagramLoop:
         sources = []
         for i in range(n):
             if self._msgs[i].msg_hdr.msg_flags & MSG_TRUNC:
-                self._st_truncated += 1
+                loop._st_truncated += 1
                 continue
             length = self._msgs[i].msg_len
             datagram = self._take(i, length)
@@ -545,33 +514,36 @@ cdef class DatagramLoop:
                 continue
             datagrams.append(datagram)
             sources.append(self._source(i))
-            self._st_bytes += length
+            loop._st_bytes += length
         if not datagrams:
             return
-        self._st_datagrams += len(datagrams)
-        self._st_batches += 1
+        loop._st_datagrams += len(datagrams)
+        loop._st_batches += 1
         try:
-            self._handler(datagrams, sources)
+            loop._handler(datagrams, sources)
         except BaseException as e:
-            self._st_handler_errors += 1
-            if _rl_should_log(&self._rl, &sup):
+            loop._st_handler_errors += 1
+            if _rl_should_log(&loop._rl, &sup):
                 _log.error("%s: handler %r raised %s (batch of %d datagram(s) lost to it; the loop goes on)%s",
-                           self._name, self._handler, type(e).__name__, len(datagrams), _suffix_suppressed(sup),
+                           loop._name, loop._handler, type(e).__name__, len(datagrams), _suffix_suppressed(sup),
                            exc_info=True)
 
-    def _run(self):
+    def run(self):
+        cdef DatagramLoop loop = self._loop
         cdef int n = 0
         cdef int err = 0
         cdef bint full = False
         cdef uint64_t sup = 0
         cdef uint64_t t, last = 0
-        cdef uint64_t dense_ns = <uint64_t>self._coalesce_us * 2000
+        cdef uint64_t dense_ns = <uint64_t>loop._coalesce_us * 2000
         cdef bint dense = False
         try:
-            while not self._stopping:
+            if loop._on_thread is not None:
+                loop._on_thread(self.hand_over, self.take_back)
+            while not loop._stopping:
                 with nogil:
                     if dense and not full:
-                        _sleep_us(self._coalesce_us)
+                        _sleep_us(loop._coalesce_us)
                     n = self._receive(full, &err)
                     if n > 0 and dense_ns:
                         t = _now_ns()
@@ -580,20 +552,200 @@ cdef class DatagramLoop:
                 full = n == <int>self._batch
                 if n > 0:
                     if dense and not full:
-                        self._st_coalesced += 1
+                        loop._st_coalesced += 1
                     self._deliver(n)
                 elif n < 0:
                     if err == EBADF or err == ENOTSOCK:
                         break       # the socket was closed under us
-                    self._st_recv_errors += 1
-                    if _rl_should_log(&self._rl, &sup):
-                        _log.error("%s: recvmmsg failed: %s (the loop goes on)%s", self._name, os.strerror(err),
+                    loop._st_recv_errors += 1
+                    if _rl_should_log(&loop._rl, &sup):
+                        _log.error("%s: receive failed: %s (the loop goes on)%s", loop._name, os.strerror(err),
                                    _suffix_suppressed(sup))
-                if n <= 0 and self._sock.fileno() != self._fd:
+                if n <= 0 and loop._sock.fileno() != loop._fd:
                     break           # socket.close(): its descriptor may already be reused, stop reading it
         finally:
-            self._running = False
-            _rl_report_suppressed(&self._rl, self._name)
+            self._waited = True
+            self.hand_over()                      # if the socket is ours, the others go on reading it
+            loop._running -= 1
+            if loop._running == 0:
+                _rl_report_suppressed(&loop._rl, loop._name)
+
+
+cdef class DatagramLoop:
+    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0, adopt_min=8192, threads=1, on_thread=None)
+
+    The receive loop of one UDP socket, run by ``threads`` daemon threads.
+
+    With the GIL released a thread waits in ``epoll_wait()`` (on the socket and on a wake-up pipe, so
+    :meth:`stop` is noticed at once; ``poll_ms`` bounds how late a socket closed under it is noticed)
+    and reads up to ``batch`` datagrams with one ``recvmmsg(MSG_DONTWAIT)`` into ``batch`` bytes objects of
+    ``bufsize`` bytes.  Then it takes the GIL once for the batch and calls
+    ``handler(datagrams: list[bytes], sources: list[tuple[str, int]])``.  A datagram of at least
+    ``adopt_min`` bytes is the buffer itself, shrunk to its length (its slot gets a new buffer: no copy); a
+    shorter one is a copy (the buffer is reused).  A handler exception is counted and logged (rate-limited) and the
+    loop goes on.  Datagrams longer than ``bufsize`` are counted in ``truncated`` and dropped.
+    If the socket is closed, the loop ends quietly.
+
+    ``threads`` = 1: the handler runs on the loop's thread and the next batch is read only when it returns.
+    ``threads`` > 1 (relay mode, a leader/followers pool): each thread waits in an epoll instance of its own,
+    and the socket is armed (level-triggered) in exactly one of them: the owner's, which reads as a single
+    thread would.  Before the owner runs code that may block (an application's callback) its thread calls
+    ``hand_over``: the socket is armed for the next thread instead, so a datagram that comes meanwhile wakes
+    that one, which reads (handlers may then run concurrently for batches read by different threads);
+    ``take_back`` afterwards makes the first thread the owner again.  ``hand_over`` refuses (returns False)
+    after a batch that was read without sleeping: in a stream the two threads would take turns for every
+    batch, so the blocking work is better left to a thread of its own.  ``on_thread(hand_over, take_back)`` is
+    called on each thread when it starts (e.g. to register them with a delivery executor).  Each costs two
+    ``epoll_ctl`` calls and wakes no thread unless a datagram is waiting or comes.
+
+    ``coalesce_us`` > 0: while batches arrive less than ``2 * coalesce_us`` apart (a dense stream, e.g. the
+    per-message ACKs of a Java receiver), the thread sleeps that long after a batch that did not fill the
+    vector, so that the next ``recvmmsg`` reads several datagrams for one wake-up instead of being woken for
+    each (``coalesced`` counts the sleeps).  A sparse stream (request/response) is never delayed.
+    """
+
+    cdef object _sock
+    cdef object _handler
+    cdef object _on_thread
+    cdef list _readers
+    cdef list _threads
+    cdef str _name
+    cdef int _fd
+    cdef int _owner                   # the reader whose epoll instance has the socket armed
+    cdef int _wake_r
+    cdef int _wake_w
+    cdef unsigned int _batch
+    cdef Py_ssize_t _bufsize
+    cdef Py_ssize_t _adopt_min
+    cdef int _poll_ms
+    cdef long _coalesce_us
+    cdef bint _started
+    cdef bint _stopping
+    cdef int _running                 # threads still running (changed with the GIL held)
+    # stats (written by the loop threads with the GIL held)
+    cdef uint64_t _st_datagrams, _st_bytes, _st_batches, _st_handler_errors, _st_recv_errors, _st_truncated
+    cdef uint64_t _st_coalesced, _st_handovers, _st_backlog_refusals
+    cdef _RateLimit _rl
+
+    def __cinit__(self, *args, **kwargs):
+        self._fd = -1
+        self._wake_r = -1
+        self._wake_w = -1
+
+    def __init__(self, sock, handler, *, int batch=32, Py_ssize_t bufsize=65536, str name="jgpy-recv",
+                 int poll_ms=100, long coalesce_us=0, Py_ssize_t adopt_min=8192, int threads=1, on_thread=None):
+        if self._readers is not None:
+            raise RuntimeError("DatagramLoop.__init__ called twice: create a new DatagramLoop instead")
+        if not callable(handler):
+            raise TypeError(f"handler must be callable as handler(datagrams, sources), got {handler!r}")
+        if on_thread is not None and not callable(on_thread):
+            raise TypeError(f"on_thread must be callable as on_thread(hand_over, take_back) or None, got "
+                            f"{on_thread!r}")
+        if not 1 <= batch <= _MAX_VLEN:
+            raise ValueError(f"batch must be in 1..{_MAX_VLEN} (the kernel's recvmmsg limit), got {batch}")
+        if not 1 <= bufsize <= 65536:
+            raise ValueError(f"bufsize must be in 1..65536 (a UDP datagram is at most 65535 bytes), got {bufsize}")
+        if not 1 <= poll_ms <= 60000:
+            raise ValueError(f"poll_ms must be in 1..60000, got {poll_ms}")
+        if not 0 <= coalesce_us <= 10000:
+            raise ValueError(f"coalesce_us must be in 0..10000, got {coalesce_us}")
+        if adopt_min < 1:
+            raise ValueError(f"adopt_min must be >= 1 (bytes), got {adopt_min}")
+        if not 1 <= threads <= 16:
+            raise ValueError(f"threads must be in 1..16, got {threads}")
+        self._fd = _sock_fd(sock)
+        self._sock = sock
+        self._handler = handler
+        self._on_thread = on_thread
+        self._name = name
+        self._batch = batch
+        self._bufsize = bufsize
+        self._poll_ms = poll_ms
+        self._coalesce_us = coalesce_us
+        self._adopt_min = adopt_min
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_r = r
+        self._wake_w = w
+        self._owner = 0
+        self._readers = [_Reader(self, i) for i in range(threads)]
+
+    def __dealloc__(self):
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                c_close(fd)
+
+    def start(self):
+        """Starts the daemon threads (named ``name``, then ``name-2`` ...) that run the loop.  Only once per object."""
+        if self._readers is None:
+            raise RuntimeError("DatagramLoop was not initialised")
+        if self._started:
+            raise RuntimeError("DatagramLoop.start() called twice: a loop runs once; create a new one")
+        self._started = True
+        self._threads = []
+        for i, reader in enumerate(self._readers):
+            t = threading.Thread(target=reader.run, name=self._name if i == 0 else f"{self._name}-{i + 1}",
+                                 daemon=True)
+            self._running += 1
+            try:
+                t.start()
+            except BaseException:
+                self._running -= 1
+                raise
+            self._threads.append(t)
+
+    def stop(self, timeout=2.0):
+        """Asks the loop to end and joins its threads (at most ``timeout`` seconds each).
+
+        Idempotent, safe after the socket was closed, and safe from inside the handler (then it does
+        not join that thread).  Returns True if the threads have ended (or never started).
+        """
+        self._stopping = True
+        if self._wake_w >= 0:
+            try:
+                os.write(self._wake_w, b"x")
+            except OSError:
+                pass    # the pipe is full: a wake-up is already pending
+        ended = True
+        me = threading.current_thread()
+        for t in self._threads or ():
+            if t is me:
+                continue
+            t.join(timeout)
+            if t.is_alive():
+                _log.warning("%s: the receive thread %s did not end within %.1f s (a handler call still "
+                             "running?)", self._name, t.name, timeout)
+                ended = False
+        return ended
+
+    @property
+    def running(self):
+        """True while any of the loop's threads runs."""
+        return self._running > 0
+
+    @property
+    def name(self):
+        """The (first) thread's name."""
+        return self._name
+
+    @property
+    def threads(self):
+        """The number of receive threads."""
+        return len(self._readers)
+
+    @property
+    def stats(self):
+        """Counters: datagrams, bytes, batches (handler calls), handler_errors, recv_errors, truncated,
+        coalesced (the sleeps taken between the batches of a dense stream), handovers (relay mode: the
+        socket passed to another thread by ``hand_over``), backlog_refusals (``hand_over`` refused: the
+        batch was read without sleeping)."""
+        return {"datagrams": self._st_datagrams, "bytes": self._st_bytes, "batches": self._st_batches,
+                "handler_errors": self._st_handler_errors, "recv_errors": self._st_recv_errors,
+                "truncated": self._st_truncated, "coalesced": self._st_coalesced, "handovers": self._st_handovers,
+                "backlog_refusals": self._st_backlog_refusals}
+
+    def __repr__(self):
+        return (f"<DatagramLoop {self._name!r} fd={self._fd} batch={self._batch} bufsize={self._bufsize} "
+                f"threads={len(self._readers)} running={self._running}>")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ header, nothing on the wire.
 from __future__ import annotations
 
 import threading
+from threading import get_ident
 from typing import Any
 
 from jgpy.stack.events import Event, EventType
@@ -26,7 +27,7 @@ class BARRIER(Protocol):
         super().__init__()
         self._closed = False
         self._held: list = []
-        self._in_flight = 0                    # batches passing up right now
+        self._in_flight: dict[int, int] = {}   # thread id -> batches it is passing up right now
         self._lock = threading.Lock()          # a plain lock: taken twice per batch
         self._cond = threading.Condition(self._lock)
         self._opener = None
@@ -57,6 +58,8 @@ class BARRIER(Protocol):
         return UP_MULTICASTS                     # unicasts pass, uncounted, as in Java (JGRP-1341)
 
     def up_batch(self, msgs: list) -> None:
+        me = get_ident()
+        in_flight = self._in_flight
         with self._lock:
             if self._closed:
                 passing = [m for m in msgs if m.dest is not None]     # unicasts pass (JGRP-1341)
@@ -64,22 +67,27 @@ class BARRIER(Protocol):
                 if not passing:
                     return
                 msgs = passing
-            self._in_flight += 1
+            in_flight[me] = in_flight.get(me, 0) + 1
         try:
             self.up_prot.up_batch(msgs)
         finally:
             with self._lock:
-                self._in_flight -= 1
-                if self._in_flight == 0 and self._closed:       # close_barrier() may be waiting
+                n = in_flight.pop(me) - 1
+                if n:
+                    in_flight[me] = n
+                elif self._closed:                               # close_barrier() may be waiting
                     self._cond.notify_all()
 
     def close_barrier(self, timeout: float = 5.0) -> None:
-        """Close, then wait (bounded) until no batch is passing through any more."""
+        """Close, then wait (bounded) until no batch is passing through any more, except in the calling thread
+        (as Java's, which takes itself out of the in-flight threads): a thread that delivers a multicast batch
+        it is itself passing up, and closes the barrier in the course of it, would wait for itself."""
+        me = get_ident()
         with self._cond:
             if self._closed:
                 return
             self._closed = True
-            self._cond.wait_for(lambda: self._in_flight == 0, timeout)
+            self._cond.wait_for(lambda: not self._in_flight.keys() - {me}, timeout)
         if self.max_close_time > 0 and self.stack.timer is not None:
             self._opener = self.timer.schedule(self.max_close_time, self._auto_open, "barrier opener")
 

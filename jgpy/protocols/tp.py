@@ -105,6 +105,12 @@ class TP(Protocol):
                                    "but a receive() that blocks holds up the socket)", name="thread_pool.enabled")
     oob_thread_pool_enabled = Property(to_bool, True, "deliver OOB messages on the OOB thread (false: the receive "
                                        "thread does while that thread is idle)", name="oob_thread_pool.enabled")
+    relay_delivery = Property(to_bool, True, "jgpy: with thread_pool.enabled, each socket has two receive threads; "
+                              "the one that read a batch delivers its regular messages itself while the delivery "
+                              "thread is idle, after handing the socket to the other (no thread switch per "
+                              "message, and no socket waits for the application); false: one receive thread "
+                              "per socket, which always hands over to the delivery thread",
+                              system_property=("jgpy.relay_delivery",))
 
     IGNORED_PREFIXES = {
         "thread_pool.": ignored("jgpy delivers on one delivery thread, not a Java thread pool "

@@ -3,7 +3,8 @@
 Two sockets, as in Java: the multicast socket (bound to mcast_addr:mcast_port, joined to the group on
 bind_addr) receives multicasts and also sends them, so they leave from the group port; the unicast
 socket (bind_addr, ephemeral or bind_port) is the member's physical address. Each socket is read by a
-Cython loop (``jgpy._core.udp.DatagramLoop``: poll + recvmmsg, GIL released) and bundles are sent by
+Cython loop (``jgpy._core.udp.DatagramLoop``: epoll + recvmmsg, GIL released; two threads that relay the
+socket between them when the thread pools are enabled, see ``TP.relay_delivery``) and bundles are sent by
 ``jgpy._core.udp.Bundler`` (sendmmsg, GIL released).
 """
 
@@ -19,6 +20,7 @@ from jgpy._core.udp import Bundler, DatagramLoop, DatagramSender
 from jgpy.errors import ConfigError
 from jgpy.protocols.tp import TP
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.executor import register_relay
 from jgpy.stack.netutil import resolve_bind_addr
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_size, to_str
 
@@ -92,11 +94,14 @@ class UDP(TP):
         core.ucast_sender, core.physical_cache, core.unicast_failed = (self._ucast_sender, self.logical_addr_cache,
                                                                        self._unicast_failed)
         self._mcast_dest = (self.mcast_addr, self.mcast_port)
+        relay = self.thread_pool_enabled and self.relay_delivery     # see TP.relay_delivery
+        loop_args = {"batch": self.recv_batch, "coalesce_us": self.recv_coalesce_us, "threads": 2 if relay else 1,
+                     "on_thread": register_relay if relay else None}
         self._loops = [
             DatagramLoop(self.ucast_sock, functools.partial(self.receive_datagrams, multicast=False),
-                         batch=self.recv_batch, name=f"jgpy-ucast-{port}", coalesce_us=self.recv_coalesce_us),
+                         name=f"jgpy-ucast-{port}", **loop_args),
             DatagramLoop(self.mcast_sock, functools.partial(self.receive_datagrams, multicast=True),
-                         batch=self.recv_batch, name=f"jgpy-mcast-{port}", coalesce_us=self.recv_coalesce_us),
+                         name=f"jgpy-mcast-{port}", **loop_args),
         ]
         for loop in self._loops:
             loop.start()

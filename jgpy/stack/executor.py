@@ -10,7 +10,10 @@ per hand-over on each side).
 
 With the transport's ``thread_pool.enabled="false"`` (``oob_thread_pool.enabled="false"``) the regular (OOB)
 executor lets the caller run a task when it is idle (``caller_runs``), as Java's ``DirectExecutor`` does when
-the pools are disabled: the receive thread then delivers, with no hand-over and no thread switch.
+the pools are disabled: the receive thread then delivers, with no hand-over and no thread switch. With the
+pools enabled (the default) the regular executor lets the receive threads do the same (``relay``), but only
+after they have handed their socket to another receive thread (``register_relay``), so that no socket ever
+waits for the application.
 """
 
 from __future__ import annotations
@@ -61,25 +64,54 @@ class Wakeup:
         self.sleeping = False
 
 
+_relays = threading.local()
+
+
+def register_relay(hand_over: Callable[[], bool], take_back: Callable[[], None]) -> None:
+    """Declare the calling thread a receive thread with a relay: ``hand_over()`` makes another thread take
+    over its socket and returns True (False: it would rather not, e.g. because its socket has a backlog),
+    ``take_back()`` makes it the reader again (``DatagramLoop`` in relay mode). Executors created with
+    ``relay=True`` then let this thread run their tasks between the two calls, so the socket is still read
+    while it runs them."""
+    _relays.pair = (hand_over, take_back)
+
+
+def _yes() -> bool:
+    return True
+
+
+def _nothing() -> None:
+    pass
+
+
+_NO_RELAY = (_yes, _nothing)
+
+
 class SerialExecutor:
     """One thread runs the submitted tasks, in submission order.
 
-    ``caller_runs``: a task submitted while the executor is idle (nothing queued, nothing running) runs at
-    once in the submitting thread. Only one thread runs tasks at any time, the executor's own or such a
-    submitter (whoever holds the claim), so order and mutual exclusion stay those of a single thread. A
-    submitter never waits for the claim (it queues the task when it cannot take it), so no lock order
-    through ``submit`` can deadlock, and a burst that finds the executor busy is delivered by its thread.
+    Some submitters may run tasks themselves, in their own thread, with no hand-over and no thread switch:
+    with ``caller_runs`` (the thread pools disabled) every submitter, with ``relay`` the receive threads that
+    registered a relay (:func:`register_relay`; the thread pools enabled: such a thread hands its socket to
+    another reader before it runs a task, so no socket waits for the application, unless its socket has a
+    backlog, then it refuses and the task goes to the executor's thread). Such a submitter runs its task
+    when the executor is idle, and then whatever was queued meanwhile, until the queue is empty; otherwise it
+    queues the task, and whoever is running tasks runs it. Only one thread runs tasks at any
+    time, the executor's own or such a submitter (whoever holds the claim), so order and mutual exclusion
+    stay those of a single thread. A submitter never waits for the claim, so no lock order through
+    ``submit`` can deadlock. Other submitters queue the task and wake the executor's thread.
     """
 
-    def __init__(self, name: str, caller_runs: bool = False):
+    def __init__(self, name: str, caller_runs: bool = False, relay: bool = False):
         self.name = name
         self.caller_runs = caller_runs
+        self.relay = relay
         self._q: collections.deque = collections.deque()
         self._wakeup = Wakeup()
         self._running = True
         self._busy = False
-        self._claim = threading.Lock()       # caller_runs: held by whoever runs tasks
-        self._runner = 0                     # the thread id of a submitter running a task (0: none)
+        self._claim = threading.Lock()       # held by whoever runs tasks
+        self._runner = 0                     # the thread id of a submitter running tasks (0: none)
         self._idle = threading.Condition()   # for drain() only
         self._drainers = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -88,27 +120,66 @@ class SerialExecutor:
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         if not self._running:
             return
-        if self.caller_runs and not self._q and self._claim.acquire(False):
-            if not self._q:                  # still idle: run it here
-                self._run_here(fn, args)
+        relay = getattr(_relays, "pair", None) if self.relay or self.caller_runs else None
+        if relay is None and self.caller_runs:
+            relay = _NO_RELAY
+        q = self._q
+        if relay is not None:
+            if not q and self._claim.acquire(False):
+                if q:                        # something was queued meanwhile: ours goes after it
+                    q.append((fn, args))
+                    fn = None
+            else:
+                q.append((fn, args))
+                if not self._claim.acquire(False):
+                    return                   # whoever holds the claim runs it (they look again after release)
+                fn = None
+            if relay[0]():                   # the socket is handed over (or there is none): run here
+                try:
+                    self._run_here(fn, args)
+                finally:
+                    relay[1]()
                 return
-            self._claim.release()            # something was queued meanwhile: ours goes after it
-        self._q.append((fn, args))
-        if self._wakeup.sleeping:        # read after the append (see Wakeup)
+            self._claim.release()            # refused (a backlog on our socket): the executor's thread runs it
+            if fn is None:
+                if self._wakeup.sleeping:
+                    self._wakeup.wake()
+                return
+        q.append((fn, args))
+        if self._wakeup.sleeping:            # read after the append (see Wakeup)
             self._wakeup.wake()
 
-    def _run_here(self, fn: Callable[..., Any], args: tuple) -> None:
-        self._runner = threading.get_ident()
+    def _run_here(self, fn: Callable[..., Any] | None, args: tuple) -> None:
+        """(claim held) Run ``fn`` if given, then the queue until it is empty; release the claim."""
+        q = self._q
+        me = threading.get_ident()
+        while True:
+            self._runner = me
+            try:
+                if fn is not None:
+                    self._call(fn, args)
+                    fn = None
+                while q:
+                    try:
+                        f, a = q.popleft()
+                    except IndexError:       # stop() cleared the queue meanwhile
+                        break
+                    self._call(f, a)
+            finally:
+                self._runner = 0
+                self._claim.release()
+                if self._drainers:
+                    with self._idle:
+                        self._idle.notify_all()
+            # a task queued after our last look by a submitter that found the claim taken: ours to run
+            if not q or not self._running or not self._claim.acquire(False):
+                return
+
+    def _call(self, fn: Callable[..., Any], args: tuple) -> None:
         try:
             fn(*args)
-        except Exception:  # noqa: BLE001 - a failing callback must not kill the submitting thread
+        except Exception:  # noqa: BLE001 - a failing callback must not stop delivery or kill its thread
             log.exception("%s: task %r failed", self.name, getattr(fn, "__name__", fn))
-        finally:
-            self._runner = 0
-            self._claim.release()            # tasks queued meanwhile: their producers woke the thread
-            if self._drainers:
-                with self._idle:
-                    self._idle.notify_all()
 
     def in_thread(self) -> bool:
         """Whether the calling thread is the one running tasks (the executor's, or a submitter's right now)."""
@@ -117,25 +188,20 @@ class SerialExecutor:
 
     def _run(self) -> None:
         q = self._q
-        claim = self._claim if self.caller_runs else None
+        claim = self._claim
         while True:
             while q:
                 self._busy = True            # before the pop: drain() never sees an empty queue and no task
-                if claim is not None:
-                    claim.acquire()          # a submitter may be running a task: it goes first
+                claim.acquire()              # a submitter may be running tasks: it goes first
                 try:
                     while q:
                         try:
                             fn, args = q.popleft()
                         except IndexError:   # stop() cleared the queue meanwhile
                             break
-                        try:
-                            fn(*args)
-                        except Exception:  # noqa: BLE001 - a failing callback must not stop delivery
-                            log.exception("%s: task %r failed", self.name, getattr(fn, "__name__", fn))
+                        self._call(fn, args)
                 finally:
-                    if claim is not None:
-                        claim.release()
+                    claim.release()
             self._busy = False
             if self._drainers:
                 with self._idle:

@@ -165,7 +165,9 @@ class ProtocolStack:
         """Start the services and the protocols (top first, as JGroups does)."""
         self.timer = TimeScheduler(f"jgpy-timer-{name}")
         tp = self.transport                   # disabled "thread pools": the receive threads deliver when they can
-        self.delivery = SerialExecutor(f"jgpy-deliver-{name}", not getattr(tp, "thread_pool_enabled", True))
+        pooled = getattr(tp, "thread_pool_enabled", True)
+        self.delivery = SerialExecutor(f"jgpy-deliver-{name}", caller_runs=not pooled,
+                                       relay=pooled and getattr(tp, "relay_delivery", False))
         self.oob_delivery = SerialExecutor(f"jgpy-oob-{name}", not getattr(tp, "oob_thread_pool_enabled", True))
         started = []
         try:
