@@ -104,7 +104,7 @@ def test_send_first_seqno_when_the_first_unicast_is_lost(members):
 
     def acks_settled() -> bool:                 # no ack arrived at A in the last 0.3 s
         time.sleep(0.3)
-        previous, last[0] = last[0], ua.counters["acks_received"]
+        previous, last[0] = last[0], ua.dump_stats()["acks_received"]
         return previous == last[0]
     assert wait_all(acks_settled, 10)
     assert b.channel.address not in ua.send_table

@@ -13,7 +13,7 @@ from jgpy.protocols.unicast import UNICAST
 from jgpy.stack.events import Event, EventType
 from tests.fakestack import FakeStack
 
-DATA, ACK = UnicastHeader.DATA, UnicastHeader.ACK
+DATA, ACK, SEND_FIRST = UnicastHeader.DATA, UnicastHeader.ACK, UnicastHeader.SEND_FIRST_SEQNO
 
 
 def unicast(**props) -> UNICAST:
@@ -75,7 +75,7 @@ def test_a_gap_holds_back_the_ack_and_duplicates_are_acked_again(stack):
     stack.tp.clear()
     stack.tp.inject([data(stack, p, 1)])              # only a duplicate: acked again on its own
     assert acks_to(stack, p) == [1]
-    assert stack.prot.counters["duplicates"] == 2
+    assert stack.prot.dump_stats()["duplicates"] == 2
 
 
 def ack(s: FakeStack, src, seqno: int) -> Message:
@@ -149,3 +149,53 @@ def test_ack_delay_is_capped_by_the_retransmission_timeout():
         assert s.prot._ack_delay_ms == 10
     finally:
         s.close()
+
+
+def test_unknown_connection_asks_once_per_batch_for_the_first_message(stack):
+    """Messages on a connection we do not know (its first message was lost) are dropped, counted, and the sender
+    is asked once per batch to resend its first unacked message (SEND_FIRST_SEQNO, OOB)."""
+    p = UUID.random()
+    stack.tp.inject([data(stack, p, i) for i in range(4, 8)])
+    reqs = stack.tp.sent_where(lambda x: x.msg.dest == p and x.msg.get_header(stack.prot.id).type == SEND_FIRST)
+    assert len(reqs) == 1 and reqs[0].msg.flags & Message.OOB
+    stats = stack.prot.dump_stats()
+    assert stats["dropped_unknown_conn"] == 4 and stats["first_seqno_requests_sent"] == 1
+    assert stack.top.messages == [] and acks_to(stack, p) == []
+    stack.tp.inject([data(stack, p, 4, first=True), data(stack, p, 5), data(stack, p, 6)])   # the answer, then
+    assert [bytes(m.payload) for m in stack.top.wait_messages(3)] == [b"4", b"5", b"6"]     # the retransmissions
+
+
+def test_send_first_seqno_resends_our_lowest_unacked_message_as_first(stack):
+    p = UUID.random()
+    for i in range(3):
+        stack.send(Message(p, f"{i}".encode()))
+    stack.tp.inject([ack(stack, p, 1)])
+    stack.tp.clear()
+    req = Message(stack.local_addr, None, p, Message.OOB)
+    req.put_header(stack.prot.id, UnicastHeader(SEND_FIRST))
+    stack.tp.inject([req])
+    sent = stack.tp.sent_where(lambda x: x.msg.dest == p)
+    assert len(sent) == 1
+    h = sent[0].msg.get_header(stack.prot.id)
+    assert (h.type, h.seqno, h.first, bytes(sent[0].msg.payload)) == (DATA, 2, True, b"1")
+    assert stack.prot.dump_stats()["first_seqno_requests_received"] == 1
+
+
+def test_oob_goes_up_at_once_and_unreliable_or_multicast_messages_pass(stack, caplog):
+    """An OOB message goes up when it arrives, ahead of a gap, and is not delivered again in order; a seqno
+    absurdly far ahead is dropped with a warning; NO_RELIABILITY unicasts and multicasts pass untouched."""
+    p = UUID.random()
+    oob = data(stack, p, 3)
+    oob.flags |= Message.OOB
+    plain = Message(stack.local_addr, b"unreliable", p, Message.NO_RELIABILITY)
+    plain.put_header(stack.prot.id, UnicastHeader(DATA, 99, 7, False))
+    mcast = Message(None, b"mcast", p)
+    mcast.put_header(stack.prot.id, UnicastHeader(DATA, 98, 7, False))
+    stack.tp.inject([data(stack, p, 1, first=True), oob, plain, mcast, data(stack, p, 1 << 40)])
+    got = [bytes(m.payload) for m in stack.top.wait_messages(4)]
+    assert sorted(got) == [b"1", b"3", b"mcast", b"unreliable"]
+    stack.tp.inject([data(stack, p, 2)])
+    got = [bytes(m.payload) for m in stack.top.wait_messages(5)]
+    assert got.count(b"3") == 1 and got[-1] == b"2"
+    assert stack.prot.dump_stats()["dropped_bad_seqno"] == 1 and "dropped a unicast" in caplog.text
+    assert acks_to(stack, p)[-1] == 3

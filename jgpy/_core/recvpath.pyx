@@ -1,25 +1,29 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The per-message receive path of pbcast.NAKACK, in C.
+"""The per-message receive paths of pbcast.NAKACK and UNICAST, in C.
 
 NAKACK's Python code calls :meth:`NakackReceive.classify` once per received batch and
-:meth:`NakackReceive.process` once per batch of data messages (under its delivery lock); everything that is
-per message — reading the header, grouping by sender, adding to the sender's window, removing the
-deliverable run, picking out OOB messages — happens here. Retransmission requests, logging and the hand-over
-to the delivery thread stay in the protocol.
+:meth:`NakackReceive.process` once per batch of data messages (under its delivery lock); UNICAST's calls
+:meth:`UnicastReceive.process` once per received batch. Everything that is per message -- reading the
+header, grouping by sender, adding to the sender's window, removing the deliverable run, picking out OOB
+messages, applying ACKs -- happens here. Retransmission requests, ACKs to send, logging and the hand-over
+to the delivery thread stay in the protocols.
 """
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from libc.stdint cimport int64_t
 
-from jgpy._core.headers cimport NakAckHeader
+from jgpy._core.headers cimport NakAckHeader, UnicastHeader
 from jgpy._core.message cimport Message
-from jgpy._core.tables cimport NakReceiverWindow
+from jgpy._core.tables cimport AckReceiverWindow, AckSenderWindow, NakReceiverWindow
 
 cdef int OOB = 1
 cdef int NO_RELIABILITY = 16
 cdef int OOB_DELIVERED = 1          # Message.transient_flags
 cdef int MSG = 1
 cdef int XMIT_RSP = 3
+cdef int UNICAST_DATA = 0
+cdef int UNICAST_ACK = 1
+cdef int UNICAST_SEND_FIRST_SEQNO = 2
 
 
 cdef class NakackReceive:
@@ -157,3 +161,150 @@ cdef class NakackReceive:
         self.msgs_delivered += PyList_GET_SIZE(deliver)
         self.oob_delivered += PyList_GET_SIZE(oob)
         return deliver, marks, oob, no_window, bad
+
+
+# ---------------------------------------------------------------------------------------------
+# UNICAST
+# ---------------------------------------------------------------------------------------------
+
+cdef class UnicastReceiver:
+    """The receiving side of one UNICAST connection: the sender's conn id and the window of its messages."""
+
+    cdef readonly int conn_id
+    cdef readonly AckReceiverWindow win
+
+    def __init__(self, int conn_id, int64_t first_seqno):
+        self.conn_id = conn_id
+        self.win = AckReceiverWindow(first_seqno)
+
+    def __repr__(self):
+        return f"<UnicastReceiver conn_id={self.conn_id} {self.win!r}>"
+
+
+cdef class UnicastReceive:
+    """UNICAST's receive side: counters and the per-message work of a batch (``recv_table``: sender ->
+    :class:`UnicastReceiver`, ``send_table``: dest -> ``UnicastConnection``, ``pending_acks``: sender -> the
+    delayed ACK, all the protocol's, guarded by its ``lock``, which :meth:`process` takes once per batch)."""
+
+    cdef public dict recv_table
+    cdef public dict send_table
+    cdef public dict pending_acks
+    cdef public object lock
+    cdef public int prot_id
+    cdef public int64_t msgs_received
+    cdef public int64_t acks_received
+    cdef public int64_t duplicates
+    cdef public int64_t dropped_unknown_conn
+    cdef public int64_t dropped_bad_seqno
+
+    def __init__(self, int prot_id, dict recv_table, dict send_table, dict pending_acks, lock):
+        self.prot_id = prot_id
+        self.recv_table = recv_table
+        self.send_table = send_table
+        self.pending_acks = pending_acks
+        self.lock = lock
+
+    def process(self, list mine, list rest, Py_ssize_t max_batch):
+        """Handle a batch of messages with UNICAST's header (in arrival order).
+
+        Messages that UNICAST does not handle (multicasts, NO_RELIABILITY) are appended to ``rest``. DATA is
+        added to the sender's window on its connection (a ``first`` message for a connection we do not know
+        opens it) and whatever became deliverable is removed (at most ``max_batch`` per message added); ACKs
+        release the acknowledged messages of our connection to their sender (the highest of a batch only).
+
+        Returns ``(deliver, oob, acks, events)``: regular messages in per-sender order for the delivery
+        thread; OOB messages to pass up now (each once: when it is added); ``{sender: [highest seqno to
+        acknowledge, new messages, at once?]}`` (at once: a duplicate, our ACK may have been lost); and
+        ``None``, or a list of ``(what, sender, detail)`` for the protocol: ``"no_connection"`` (a message on
+        a connection we do not know: ask for its first message), ``"send_first_seqno"`` (the sender asks us
+        to resend our first unacked message), ``"bad_seqno"`` (a seqno the window refused; detail: why),
+        ``"bad_type"`` (detail: the header type)."""
+        cdef list deliver = [], oob = [], ready
+        cdef dict acks = {}, acked = {}
+        cdef list events = None
+        cdef Py_ssize_t i, j, n = PyList_GET_SIZE(mine), k
+        cdef Message m, r
+        cdef UnicastHeader h
+        cdef UnicastReceiver entry
+        cdef int result, t
+        cdef int64_t seq, highest
+        cdef list ack
+        self.lock.acquire()
+        try:
+            for i in range(n):
+                m = <Message>PyList_GET_ITEM(mine, i)
+                if m.dest is None or m.flags & NO_RELIABILITY:
+                    rest.append(m)
+                    continue
+                hdr = m.header(self.prot_id)
+                if type(hdr) is not UnicastHeader:
+                    rest.append(m)
+                    continue
+                h = <UnicastHeader>hdr
+                t = h.type
+                sender = m.src
+                if t == UNICAST_DATA:
+                    self.msgs_received += 1
+                    seq = h.seqno
+                    e = self.recv_table.get(sender)
+                    if h.first:
+                        if e is None or (<UnicastReceiver>e).conn_id != h.conn_id:
+                            e = UnicastReceiver(h.conn_id, seq)
+                            self.recv_table[sender] = e
+                            acks.pop(sender, None)       # an ACK (it has no conn_id) for the old connection
+                            self.pending_acks.pop(sender, None)   # would acknowledge the new one's seqnos
+                    elif e is not None and (<UnicastReceiver>e).conn_id != h.conn_id:
+                        e = None
+                    if e is None:
+                        self.dropped_unknown_conn += 1
+                        if events is None:
+                            events = []
+                        events.append(("no_connection", sender, None))
+                        continue
+                    entry = <UnicastReceiver>e
+                    try:
+                        result = entry.win.c_add(seq, m)
+                    except OverflowError as err:         # a seqno absurdly far ahead: a bogus message
+                        self.dropped_bad_seqno += 1
+                        if events is None:
+                            events = []
+                        events.append(("bad_seqno", sender, str(err)))
+                        continue
+                    ready, highest = entry.win.c_remove_many(max_batch)
+                    if result == 1 and m.flags & OOB:
+                        oob.append(m)
+                    k = PyList_GET_SIZE(ready)
+                    for j in range(k):
+                        r = <Message>PyList_GET_ITEM(ready, j)
+                        if not r.flags & OOB:
+                            deliver.append(r)
+                    ack = acks.get(sender)
+                    if ack is None:
+                        ack = acks[sender] = [0, 0, False]
+                    if result == -1:     # already delivered: ack it again at once (our ACK may have been lost)
+                        self.duplicates += 1
+                        if seq > highest:
+                            highest = seq
+                        ack[2] = True
+                    elif result == 0:
+                        self.duplicates += 1
+                        ack[2] = True
+                    else:
+                        ack[1] = <int64_t>ack[1] + 1
+                    if highest > <int64_t>ack[0]:
+                        ack[0] = highest
+                elif t == UNICAST_ACK:               # cumulative: only the highest of a batch matters
+                    self.acks_received += 1
+                    if h.seqno > <int64_t>acked.get(sender, 0):
+                        acked[sender] = h.seqno
+                else:
+                    if events is None:
+                        events = []
+                    events.append(("send_first_seqno" if t == UNICAST_SEND_FIRST_SEQNO else "bad_type", sender, t))
+            for sender, seqno in acked.items():
+                c = self.send_table.get(sender)
+                if c is not None:
+                    (<AckSenderWindow?>c.win).c_ack(<int64_t>seqno)
+        finally:
+            self.lock.release()
+        return deliver, oob, acks, events

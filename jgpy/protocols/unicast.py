@@ -14,8 +14,11 @@ costs each side no ACK to send and none to receive: about 14 % less CPU per roun
 trips were slower on the 2-vCPU benchmark VM (probably because the per-message ACK keeps the peer's vCPU
 awake for the response), hence off by default. A duplicate (the sender is retransmitting) is acked at once.
 
-Windows are the Cython ``AckSenderWindow`` and ``AckReceiverWindow``; deliverable messages go to the
-delivery thread in order, OOB ones right away.
+Windows are the Cython ``AckSenderWindow`` and ``AckReceiverWindow``; the per-message work of both
+directions is C (``UnicastSend`` in ``jgpy/_core/sendpath.pyx``, ``UnicastReceive`` in
+``jgpy/_core/recvpath.pyx``): this module keeps the connections' life cycle, the ACKs to send, the
+first-seqno handshake, retransmission and logging. Deliverable messages go to the delivery thread in order,
+OOB ones right away.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from typing import Any
 
 from jgpy._core.headers import UnicastHeader
 from jgpy._core.message import Message
+from jgpy._core.recvpath import UnicastReceive, UnicastReceiver
 from jgpy._core.sendpath import UnicastConnection, UnicastSend
-from jgpy._core.tables import AckReceiverWindow, AckSenderWindow
+from jgpy._core.tables import AckSenderWindow
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_longs
@@ -36,15 +40,6 @@ from jgpy.stack.timer import now_ms
 
 DATA, ACK, SEND_FIRST_SEQNO = UnicastHeader.DATA, UnicastHeader.ACK, UnicastHeader.SEND_FIRST_SEQNO
 OOB = Message.OOB
-NO_RELIABILITY = Message.NO_RELIABILITY
-
-
-class _Receiver:
-    __slots__ = ("conn_id", "win")
-
-    def __init__(self, conn_id: int, first_seqno: int):
-        self.conn_id = conn_id
-        self.win = AckReceiverWindow(first_seqno)
 
 
 class UNICAST(Protocol):
@@ -76,7 +71,7 @@ class UNICAST(Protocol):
     def __init__(self) -> None:
         super().__init__()
         self.send_table: dict[Any, UnicastConnection] = {}
-        self.recv_table: dict[Any, _Receiver] = {}
+        self.recv_table: dict[Any, UnicastReceiver] = {}
         self.members: list = []
         self.started = False
         self.disconnected = False
@@ -87,17 +82,16 @@ class UNICAST(Protocol):
         self.down_msg = self._send.down_msg
         self._xmit_task = None
         self._pending_acks: dict[Any, list] = {}   # sender -> [highest seqno to ack, messages it covers]
+        self._recv = UnicastReceive(self.id, self.recv_table, self.send_table, self._pending_acks, self._lock)
         self._ack_task = None                      # the timer task that sends the delayed ACKs
         self._ack_delay_ms = 0
         self._rl = RateLimitedLog(self.log)
-        self.counters = dict.fromkeys(("msgs_sent", "msgs_received", "acks_sent", "acks_received", "xmits",
-                                       "first_seqno_requests_sent", "first_seqno_requests_received",
-                                       "dropped_unknown_conn", "dropped_bad_seqno", "duplicates",
-                                       "acks_delayed"), 0)
+        self.counters = dict.fromkeys(("acks_sent", "xmits", "first_seqno_requests_sent",
+                                       "first_seqno_requests_received", "acks_delayed"), 0)
 
     def start(self) -> None:
         self.started = self._send.started = True
-        self._send.prot_id = self.id
+        self._send.prot_id = self._recv.prot_id = self.id
         self.disconnected = False
         tick = self.xmit_tick or max(20, min(self.timeout) // 4)
         self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "UNICAST xmit")
@@ -161,28 +155,9 @@ class UNICAST(Protocol):
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         if mine:
-            deliver: list = []
-            oob: list = []
-            acks: dict = {}                      # sender -> [seqno we acknowledge, messages, at once?]
-            acked: dict = {}                     # receiver -> highest seqno it acknowledged
-            for msg in mine:
-                if msg.dest is None or msg.flags & NO_RELIABILITY:
-                    rest.append(msg)
-                    continue
-                hdr = msg.get_header(self.id)
-                t = hdr.type
-                if t == DATA:
-                    self._handle_data(msg.src, hdr.seqno, hdr.conn_id, hdr.first, msg, deliver, oob, acks)
-                elif t == ACK:                   # cumulative: only the highest of a batch matters
-                    self.counters["acks_received"] += 1
-                    if hdr.seqno > acked.get(msg.src, 0):
-                        acked[msg.src] = hdr.seqno
-                elif t == SEND_FIRST_SEQNO:
-                    self._resend_first(msg.src)
-                else:
-                    self._rl.error("bad-type", "UnicastHeader type %s not known", t)
-            if acked:
-                self._handle_acks(acked)
+            deliver, oob, acks, events = self._recv.process(mine, rest, self.max_msg_batch_size)
+            if events is not None:
+                self._handle_events(events)
             if acks:                             # before the hand-off: the woken delivery thread needs the GIL
                 self._acknowledge(acks)
             if deliver:
@@ -192,53 +167,21 @@ class UNICAST(Protocol):
         if rest:
             self.up_prot.up_batch(rest)
 
-    def _handle_data(self, sender, seq: int, conn_id: int, first: bool, msg: Message, deliver: list, oob: list,
-                     acks: dict) -> None:
-        """Add a data message to the sender's window; what became deliverable goes to ``deliver`` (OOB
-        messages to ``oob`` at once), and to ``acks[sender]`` the highest seqno to acknowledge, the count of new
-        messages and whether the ACK must go at once (a duplicate)."""
-        self.counters["msgs_received"] += 1
-        with self._lock:
-            entry = self.recv_table.get(sender)
-            if first:
-                if entry is None or entry.conn_id != conn_id:
-                    entry = self.recv_table[sender] = _Receiver(conn_id, seq)
-                    self._pending_acks.pop(sender, None)   # an ACK (no conn_id) for the old connection
-                    acks.pop(sender, None)                 # would acknowledge the new one's seqnos
-            elif entry is None or entry.conn_id != conn_id:
-                entry = None
-            if entry is None:
-                self.counters["dropped_unknown_conn"] += 1
+    def _handle_events(self, events: list) -> None:
+        """What the receive core left to the protocol: unknown connections, first-seqno requests, bad
+        messages."""
+        asked = set()
+        for what, sender, detail in events:
+            if what == "no_connection":
+                if sender not in asked:          # once per batch: the sender resends its first message
+                    asked.add(sender)
+                    self._send_first_seqno_request(sender)
+            elif what == "send_first_seqno":
+                self._resend_first(sender)
+            elif what == "bad_seqno":
+                self._rl.warning("bad-seqno", "%s: dropped a unicast from %s: %s", self.local_addr, sender, detail)
             else:
-                try:
-                    result = entry.win.add(seq, msg)
-                except OverflowError as e:         # a seqno absurdly far ahead: a bogus message
-                    self.counters["dropped_bad_seqno"] += 1
-                    self._rl.warning("bad-seqno", "%s: dropped a unicast from %s: %s", self.local_addr, sender, e)
-                    return
-                ready, highest = entry.win.remove_many(self.max_msg_batch_size)
-                if result == 1 and msg.flags & OOB:
-                    oob.append(msg)
-                for m in ready:
-                    if not m.flags & OOB:
-                        deliver.append(m)
-        if entry is None:
-            self._send_first_seqno_request(sender)
-            return
-        ack = acks.get(sender)
-        if ack is None:
-            ack = acks[sender] = [0, 0, False]
-        if result == -1:                 # already delivered: ack it again at once (our ACK may have been lost)
-            self.counters["duplicates"] += 1
-            highest = max(highest, seq)
-            ack[2] = True
-        elif result == 0:
-            self.counters["duplicates"] += 1
-            ack[2] = True
-        else:
-            ack[1] += 1
-        if highest > ack[0]:
-            ack[0] = highest
+                self._rl.error("bad-type", "UnicastHeader type %s not known", detail)
 
     def _acknowledge(self, acks: dict) -> None:
         """Send or delay the ACKs of a batch: ``acks`` = {sender: [highest seqno, new messages, at once?]}."""
@@ -275,13 +218,6 @@ class UNICAST(Protocol):
         self.counters["acks_delayed"] += len(due)
         for sender, (seq, _count) in due:
             self._send_ack(sender, seq)
-
-    def _handle_acks(self, acked: dict) -> None:
-        with self._lock:
-            for sender, seq in acked.items():
-                entry = self.send_table.get(sender)
-                if entry is not None:
-                    entry.win.ack(seq)
 
     def _resend_first(self, sender) -> None:
         self.counters["first_seqno_requests_received"] += 1
@@ -331,7 +267,10 @@ class UNICAST(Protocol):
 
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
-        d["msgs_sent"] = self._send.msgs_sent
+        r = self._recv
+        d.update(msgs_sent=self._send.msgs_sent, msgs_received=r.msgs_received, acks_received=r.acks_received,
+                 duplicates=r.duplicates, dropped_unknown_conn=r.dropped_unknown_conn,
+                 dropped_bad_seqno=r.dropped_bad_seqno)
         with self._lock:
             d["unacked"] = sum(e.win.size for e in self.send_table.values())
             d["in_recv_windows"] = sum(r.win.size for r in self.recv_table.values())
