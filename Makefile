@@ -63,7 +63,7 @@ bench: build interop build/rawlimit
 wheel: deps
 	rm -rf build/wheel-tmp && mkdir -p build/wheel-tmp wheelhouse
 	$(VPY) -m pip wheel --no-deps --no-build-isolation -w build/wheel-tmp .
-	$(VENV)/bin/auditwheel repair --strip -w wheelhouse build/wheel-tmp/jgpy-*.whl
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair --strip -w wheelhouse build/wheel-tmp/jgpy-*.whl
 	@ls -1 wheelhouse/
 
 clean:

