@@ -325,7 +325,7 @@ def test_relay_loop_reads_with_one_thread_until_it_hands_the_socket_over(net):
     reads every datagram that comes; after take_back() the first thread owns the socket again. Nothing is lost."""
     rx, tx = net.udp(), net.udp()
     h = RelayHandler()
-    loop = net.loop(rx, h, threads=2, on_thread=h.on_thread, name="relay")
+    loop = net.loop(rx, h, threads=2, on_thread=h.on_thread, name="relay", relay_gap_us=0)
     assert loop.threads == 2
     assert "relay" in [t.name for t in threading.enumerate()] and "relay-2" in [t.name for t in threading.enumerate()]
     deadline = time.monotonic() + 10
@@ -358,29 +358,38 @@ def test_relay_loop_reads_with_one_thread_until_it_hands_the_socket_over(net):
     assert loop.stop() is True and not loop.running
 
 
-def test_relay_loop_refuses_the_hand_over_after_a_batch_read_without_sleeping(net):
-    """A batch that was waiting when the thread came to read (a backlog, a stream): hand_over() returns False and
-    hands nothing over, so the two threads do not take turns for every batch of a stream."""
+@pytest.mark.parametrize("gap_us", [0, 1_000_000])
+def test_relay_loop_refuses_hand_overs_that_follow_each_other_closely(net, gap_us):
+    """A hand-over less than relay_gap_us after the previous one (deliveries of a stream) is refused: hand_over()
+    returns False and hands nothing over, so the two threads do not take turns for every batch of a stream."""
     rx, tx = net.udp(), net.udp()
-    h = RelayHandler()
-    gate = threading.Event()
+    pairs: dict[str, tuple] = {}
+    results: list[bool] = []
+    got = Collector()
 
     def handler(datagrams, sources):
-        if datagrams[0] == b"hold":
-            gate.wait(10)                                 # the next datagrams queue up meanwhile
-        h(datagrams, sources)
+        hand_over, take_back = pairs[threading.current_thread().name]
+        ok = hand_over()
+        results.append(ok)
+        if ok:
+            take_back()
+        got(datagrams, sources)
 
-    loop = net.loop(rx, handler, threads=2, on_thread=h.on_thread, batch=1)
-    dest = rx.getsockname()
-    time.sleep(0.05)
-    tx.sendto(b"hold", dest)
-    time.sleep(0.05)
-    tx.sendto(b"block", dest)                             # waits in the socket until "hold" is done
-    gate.set()
-    assert h.got.wait_count(2)
-    assert h.handed == [False] and not h.blocked.is_set()
-    assert loop.stats["backlog_refusals"] == 1 and loop.stats["handovers"] == 0
-    assert list(h.by_thread) == ["jgpy-recv"]
+    loop = net.loop(rx, handler, threads=2, on_thread=lambda h, t: pairs.__setitem__(threading.current_thread().name,
+                                                                                       (h, t)),
+                    relay_gap_us=gap_us)
+    deadline = time.monotonic() + 10
+    while len(pairs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for i in range(5):
+        tx.sendto(b"d%d" % i, rx.getsockname())
+        time.sleep(0.002)
+    assert got.wait_count(5)
+    if gap_us:
+        assert results[0] and not any(results[1:])
+        assert loop.stats["stream_refusals"] == len(results) - 1 and loop.stats["handovers"] == 1
+    else:
+        assert all(results) and loop.stats["handovers"] == len(results) and loop.stats["stream_refusals"] == 0
 
 
 def _spin(seconds: float) -> int:
@@ -707,6 +716,8 @@ def test_bundler_bad_arguments(net):
         DatagramLoop(rx, print, threads=0)
     with pytest.raises(TypeError, match="on_thread"):
         DatagramLoop(rx, print, on_thread=42)
+    with pytest.raises(ValueError, match="relay_gap_us"):
+        DatagramLoop(rx, print, relay_gap_us=-1)
 
 
 @pytest.mark.skipif(not ipv6_available(), reason="no IPv6 loopback")

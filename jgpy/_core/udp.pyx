@@ -302,7 +302,6 @@ cdef extern from "<sys/epoll.h>" nogil:
 cdef enum:
     _EV_SOCKET = 1              # epoll_data.u32 of the socket's registration
     _EV_WAKE = 2                # ... and of the wake-up pipe's
-    _SLEPT_NS = 5000            # an epoll_wait() that took this long slept: nothing was waiting
 
 
 cdef int _arm(int epfd, int fd, bint on) noexcept nogil:
@@ -324,7 +323,6 @@ cdef class _Reader:
     cdef int _fd, _epfd, _poll_ms     # _fd, _poll_ms: copies of the loop's, for the nogil code
     cdef unsigned int _batch
     cdef bint _handed                 # hand_over() gave the socket away; take_back() takes it back
-    cdef bint _waited                 # the last batch came after the thread slept (no backlog)
     cdef PyObject** _slots            # one bytes object of bufsize per vector slot (owned references)
     cdef mmsghdr* _msgs
     cdef iovec* _iovs
@@ -427,14 +425,16 @@ cdef class _Reader:
         if it owns the socket, the next reader does from now on, so a datagram that comes meanwhile wakes that
         one. Undone by :meth:`take_back`.
 
-        Returns False, and hands nothing over, when the last batch was read without sleeping first (datagrams
-        were waiting: a stream): then the caller should leave the blocking work to another thread, because
-        the next reader would be woken at once and the two would take turns for every batch."""
+        Returns False, and hands nothing over, when the previous call on this loop was less than ``relay_gap_us``
+        ago (a stream: the next reader would be woken at once and the two would take turns for every batch):
+        then the caller should leave the blocking work to a thread of its own."""
         cdef DatagramLoop loop = self._loop
         cdef _Reader other
         cdef int nxt
-        if not self._waited:
-            loop._st_backlog_refusals += 1
+        cdef uint64_t now = _now_ns(), last = loop._last_hand_over_ns
+        loop._last_hand_over_ns = now
+        if now - last < loop._relay_gap_ns:
+            loop._st_stream_refusals += 1
             return False
         if loop._owner != self._index or len(loop._readers) < 2:
             return True
@@ -469,12 +469,8 @@ cdef class _Reader:
         cdef int r, k
         cdef bint readable = False
         cdef unsigned int i
-        cdef uint64_t t0
-        self._waited = False
         if not skip_wait:
-            t0 = _now_ns()
             r = epoll_wait(self._epfd, evs, 2, self._poll_ms)
-            self._waited = _now_ns() - t0 >= _SLEPT_NS
             if r < 0:
                 if errno == EINTR:
                     return 0
@@ -564,7 +560,7 @@ cdef class _Reader:
                 if n <= 0 and loop._sock.fileno() != loop._fd:
                     break           # socket.close(): its descriptor may already be reused, stop reading it
         finally:
-            self._waited = True
+            loop._last_hand_over_ns = 0
             self.hand_over()                      # if the socket is ours, the others go on reading it
             loop._running -= 1
             if loop._running == 0:
@@ -572,7 +568,7 @@ cdef class _Reader:
 
 
 cdef class DatagramLoop:
-    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0, adopt_min=8192, threads=1, on_thread=None)
+    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0, adopt_min=8192, threads=1, on_thread=None, relay_gap_us=100)
 
     The receive loop of one UDP socket, run by ``threads`` daemon threads.
 
@@ -593,8 +589,8 @@ cdef class DatagramLoop:
     ``hand_over``: the socket is armed for the next thread instead, so a datagram that comes meanwhile wakes
     that one, which reads (handlers may then run concurrently for batches read by different threads);
     ``take_back`` afterwards makes the first thread the owner again.  ``hand_over`` refuses (returns False)
-    after a batch that was read without sleeping: in a stream the two threads would take turns for every
-    batch, so the blocking work is better left to a thread of its own.  ``on_thread(hand_over, take_back)`` is
+    when the previous one was less than ``relay_gap_us`` ago: in a stream the two threads would take turns for
+    every batch, so the blocking work is better left to a thread of its own.  ``on_thread(hand_over, take_back)`` is
     called on each thread when it starts (e.g. to register them with a delivery executor).  Each costs two
     ``epoll_ctl`` calls and wakes no thread unless a datagram is waiting or comes.
 
@@ -624,7 +620,8 @@ cdef class DatagramLoop:
     cdef int _running                 # threads still running (changed with the GIL held)
     # stats (written by the loop threads with the GIL held)
     cdef uint64_t _st_datagrams, _st_bytes, _st_batches, _st_handler_errors, _st_recv_errors, _st_truncated
-    cdef uint64_t _st_coalesced, _st_handovers, _st_backlog_refusals
+    cdef uint64_t _relay_gap_ns, _last_hand_over_ns
+    cdef uint64_t _st_coalesced, _st_handovers, _st_stream_refusals
     cdef _RateLimit _rl
 
     def __cinit__(self, *args, **kwargs):
@@ -633,7 +630,8 @@ cdef class DatagramLoop:
         self._wake_w = -1
 
     def __init__(self, sock, handler, *, int batch=32, Py_ssize_t bufsize=65536, str name="jgpy-recv",
-                 int poll_ms=100, long coalesce_us=0, Py_ssize_t adopt_min=8192, int threads=1, on_thread=None):
+                 int poll_ms=100, long coalesce_us=0, Py_ssize_t adopt_min=8192, int threads=1, on_thread=None,
+                 long relay_gap_us=100):
         if self._readers is not None:
             raise RuntimeError("DatagramLoop.__init__ called twice: create a new DatagramLoop instead")
         if not callable(handler):
@@ -653,6 +651,8 @@ cdef class DatagramLoop:
             raise ValueError(f"adopt_min must be >= 1 (bytes), got {adopt_min}")
         if not 1 <= threads <= 16:
             raise ValueError(f"threads must be in 1..16, got {threads}")
+        if not 0 <= relay_gap_us <= 1000000:
+            raise ValueError(f"relay_gap_us must be in 0..1000000, got {relay_gap_us}")
         self._fd = _sock_fd(sock)
         self._sock = sock
         self._handler = handler
@@ -663,6 +663,7 @@ cdef class DatagramLoop:
         self._poll_ms = poll_ms
         self._coalesce_us = coalesce_us
         self._adopt_min = adopt_min
+        self._relay_gap_ns = <uint64_t>relay_gap_us * 1000
         r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._wake_r = r
         self._wake_w = w
@@ -736,12 +737,11 @@ cdef class DatagramLoop:
     def stats(self):
         """Counters: datagrams, bytes, batches (handler calls), handler_errors, recv_errors, truncated,
         coalesced (the sleeps taken between the batches of a dense stream), handovers (relay mode: the
-        socket passed to another thread by ``hand_over``), backlog_refusals (``hand_over`` refused: the
-        batch was read without sleeping)."""
+        socket passed to another thread by ``hand_over``), stream_refusals (``hand_over`` refused: a stream)."""
         return {"datagrams": self._st_datagrams, "bytes": self._st_bytes, "batches": self._st_batches,
                 "handler_errors": self._st_handler_errors, "recv_errors": self._st_recv_errors,
                 "truncated": self._st_truncated, "coalesced": self._st_coalesced, "handovers": self._st_handovers,
-                "backlog_refusals": self._st_backlog_refusals}
+                "stream_refusals": self._st_stream_refusals}
 
     def __repr__(self):
         return (f"<DatagramLoop {self._name!r} fd={self._fd} batch={self._batch} bufsize={self._bufsize} "
