@@ -328,12 +328,6 @@ class FakeStack:
             self.prot.up(Event(EventType.VIEW_CHANGE, view))
         return view
 
-    def deliver(self, protocol: Protocol, msgs: list, oob: bool = False) -> None:
-        """As ``ProtocolStack.deliver``: ``protocol.up_batch(msgs)`` on a delivery executor."""
-        ex = self.oob_delivery if oob else self.delivery
-        if ex is not None:
-            ex.submit(protocol.up_batch, msgs)
-
     def send(self, msg: Message) -> Any:
         """Send ``msg`` down from the top (as the layer above the protocol does)."""
         return self.prot.down_msg(msg)

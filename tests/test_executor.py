@@ -248,3 +248,41 @@ def test_a_relay_thread_that_refuses_to_hand_over_leaves_the_task_to_the_executo
         assert "take_back" not in calls and calls.count("hand_over") >= 1
     finally:
         ex.stop()
+
+
+def test_enqueue_under_a_lock_keeps_its_order_and_runs_outside_it():
+    """The ordering protocols hand over under the lock that orders their windows (enqueue) and run what is queued
+    once they have released it (run_pending): two relay threads that number their tasks under one lock see them
+    run in that order, and no task runs while its thread holds the lock."""
+    ex = SerialExecutor("test-exec-order", relay=True)
+    lock = threading.Lock()
+    state = {"next": 0}
+    ran: list[int] = []
+    inside = threading.local()
+    under_lock = [0]
+
+    def task(n: int) -> None:
+        if getattr(inside, "held", False):
+            under_lock[0] += 1
+        ran.append(n)
+        if n % 97 == 0:
+            time.sleep(0.0005)                   # the other thread queues meanwhile
+
+    def receive_thread(_t: int) -> None:
+        register_relay(lambda: True, lambda: None)
+        for _ in range(3000):
+            with lock:
+                inside.held = True
+                n = state["next"]
+                state["next"] = n + 1
+                run = ex.enqueue(task, n)
+                inside.held = False
+            if run:
+                ex.run_pending()
+
+    try:
+        run_threads(receive_thread, 2)
+        assert ex.drain(timeout=30)
+        assert ran == list(range(6000)) and under_lock[0] == 0
+    finally:
+        ex.stop()

@@ -184,12 +184,11 @@ cdef class UnicastReceiver:
 cdef class UnicastReceive:
     """UNICAST's receive side: counters and the per-message work of a batch (``recv_table``: sender ->
     :class:`UnicastReceiver`, ``send_table``: dest -> ``UnicastConnection``, ``pending_acks``: sender -> the
-    delayed ACK, all the protocol's, guarded by its ``lock``, which :meth:`process` takes once per batch)."""
+    delayed ACK, all the protocol's, guarded by its lock, which the caller of :meth:`process` holds)."""
 
     cdef public dict recv_table
     cdef public dict send_table
     cdef public dict pending_acks
-    cdef public object lock
     cdef public int prot_id
     cdef public int64_t msgs_received
     cdef public int64_t acks_received
@@ -197,15 +196,15 @@ cdef class UnicastReceive:
     cdef public int64_t dropped_unknown_conn
     cdef public int64_t dropped_bad_seqno
 
-    def __init__(self, int prot_id, dict recv_table, dict send_table, dict pending_acks, lock):
+    def __init__(self, int prot_id, dict recv_table, dict send_table, dict pending_acks):
         self.prot_id = prot_id
         self.recv_table = recv_table
         self.send_table = send_table
         self.pending_acks = pending_acks
-        self.lock = lock
 
     def process(self, list mine, list rest, Py_ssize_t max_batch):
-        """Handle a batch of messages with UNICAST's header (in arrival order).
+        """Handle a batch of messages with UNICAST's header (in arrival order; the caller holds the protocol's
+        lock, and hands ``deliver`` over under it, so that the hand-overs keep the order of the windows).
 
         Messages that UNICAST does not handle (multicasts, NO_RELIABILITY) are appended to ``rest``. DATA is
         added to the sender's window on its connection (a ``first`` message for a connection we do not know
@@ -229,82 +228,78 @@ cdef class UnicastReceive:
         cdef int result, t
         cdef int64_t seq, highest
         cdef list ack
-        self.lock.acquire()
-        try:
-            for i in range(n):
-                m = <Message>PyList_GET_ITEM(mine, i)
-                if m.dest is None or m.flags & NO_RELIABILITY:
-                    rest.append(m)
-                    continue
-                hdr = m.header(self.prot_id)
-                if type(hdr) is not UnicastHeader:
-                    rest.append(m)
-                    continue
-                h = <UnicastHeader>hdr
-                t = h.type
-                sender = m.src
-                if t == UNICAST_DATA:
-                    self.msgs_received += 1
-                    seq = h.seqno
-                    e = self.recv_table.get(sender)
-                    if h.first:
-                        if e is None or (<UnicastReceiver>e).conn_id != h.conn_id:
-                            e = UnicastReceiver(h.conn_id, seq)
-                            self.recv_table[sender] = e
-                            acks.pop(sender, None)       # an ACK (it has no conn_id) for the old connection
-                            self.pending_acks.pop(sender, None)   # would acknowledge the new one's seqnos
-                    elif e is not None and (<UnicastReceiver>e).conn_id != h.conn_id:
-                        e = None
-                    if e is None:
-                        self.dropped_unknown_conn += 1
-                        if events is None:
-                            events = []
-                        events.append(("no_connection", sender, None))
-                        continue
-                    entry = <UnicastReceiver>e
-                    try:
-                        result = entry.win.c_add(seq, m)
-                    except OverflowError as err:         # a seqno absurdly far ahead: a bogus message
-                        self.dropped_bad_seqno += 1
-                        if events is None:
-                            events = []
-                        events.append(("bad_seqno", sender, str(err)))
-                        continue
-                    ready, highest = entry.win.c_remove_many(max_batch)
-                    if result == 1 and m.flags & OOB:
-                        oob.append(m)
-                    k = PyList_GET_SIZE(ready)
-                    for j in range(k):
-                        r = <Message>PyList_GET_ITEM(ready, j)
-                        if not r.flags & OOB:
-                            deliver.append(r)
-                    ack = acks.get(sender)
-                    if ack is None:
-                        ack = acks[sender] = [0, 0, False]
-                    if result == -1:     # already delivered: ack it again at once (our ACK may have been lost)
-                        self.duplicates += 1
-                        if seq > highest:
-                            highest = seq
-                        ack[2] = True
-                    elif result == 0:
-                        self.duplicates += 1
-                        ack[2] = True
-                    else:
-                        ack[1] = <int64_t>ack[1] + 1
-                    if highest > <int64_t>ack[0]:
-                        ack[0] = highest
-                elif t == UNICAST_ACK:               # cumulative: only the highest of a batch matters
-                    self.acks_received += 1
-                    if h.seqno > <int64_t>acked.get(sender, 0):
-                        acked[sender] = h.seqno
-                else:
+        for i in range(n):
+            m = <Message>PyList_GET_ITEM(mine, i)
+            if m.dest is None or m.flags & NO_RELIABILITY:
+                rest.append(m)
+                continue
+            hdr = m.header(self.prot_id)
+            if type(hdr) is not UnicastHeader:
+                rest.append(m)
+                continue
+            h = <UnicastHeader>hdr
+            t = h.type
+            sender = m.src
+            if t == UNICAST_DATA:
+                self.msgs_received += 1
+                seq = h.seqno
+                e = self.recv_table.get(sender)
+                if h.first:
+                    if e is None or (<UnicastReceiver>e).conn_id != h.conn_id:
+                        e = UnicastReceiver(h.conn_id, seq)
+                        self.recv_table[sender] = e
+                        acks.pop(sender, None)       # an ACK (it has no conn_id) for the old connection
+                        self.pending_acks.pop(sender, None)   # would acknowledge the new one's seqnos
+                elif e is not None and (<UnicastReceiver>e).conn_id != h.conn_id:
+                    e = None
+                if e is None:
+                    self.dropped_unknown_conn += 1
                     if events is None:
                         events = []
-                    events.append(("send_first_seqno" if t == UNICAST_SEND_FIRST_SEQNO else "bad_type", sender, t))
-            for sender, seqno in acked.items():
-                c = self.send_table.get(sender)
-                if c is not None:
-                    (<AckSenderWindow?>c.win).c_ack(<int64_t>seqno)
-        finally:
-            self.lock.release()
+                    events.append(("no_connection", sender, None))
+                    continue
+                entry = <UnicastReceiver>e
+                try:
+                    result = entry.win.c_add(seq, m)
+                except OverflowError as err:         # a seqno absurdly far ahead: a bogus message
+                    self.dropped_bad_seqno += 1
+                    if events is None:
+                        events = []
+                    events.append(("bad_seqno", sender, str(err)))
+                    continue
+                ready, highest = entry.win.c_remove_many(max_batch)
+                if result == 1 and m.flags & OOB:
+                    oob.append(m)
+                k = PyList_GET_SIZE(ready)
+                for j in range(k):
+                    r = <Message>PyList_GET_ITEM(ready, j)
+                    if not r.flags & OOB:
+                        deliver.append(r)
+                ack = acks.get(sender)
+                if ack is None:
+                    ack = acks[sender] = [0, 0, False]
+                if result == -1:     # already delivered: ack it again at once (our ACK may have been lost)
+                    self.duplicates += 1
+                    if seq > highest:
+                        highest = seq
+                    ack[2] = True
+                elif result == 0:
+                    self.duplicates += 1
+                    ack[2] = True
+                else:
+                    ack[1] = <int64_t>ack[1] + 1
+                if highest > <int64_t>ack[0]:
+                    ack[0] = highest
+            elif t == UNICAST_ACK:               # cumulative: only the highest of a batch matters
+                self.acks_received += 1
+                if h.seqno > <int64_t>acked.get(sender, 0):
+                    acked[sender] = h.seqno
+            else:
+                if events is None:
+                    events = []
+                events.append(("send_first_seqno" if t == UNICAST_SEND_FIRST_SEQNO else "bad_type", sender, t))
+        for sender, seqno in acked.items():
+            c = self.send_table.get(sender)
+            if c is not None:
+                (<AckSenderWindow?>c.win).c_ack(<int64_t>seqno)
         return deliver, oob, acks, events

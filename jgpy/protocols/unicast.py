@@ -82,7 +82,7 @@ class UNICAST(Protocol):
         self.down_msg = self._send.down_msg
         self._xmit_task = None
         self._pending_acks: dict[Any, list] = {}   # sender -> [highest seqno to ack, messages it covers]
-        self._recv = UnicastReceive(self.id, self.recv_table, self.send_table, self._pending_acks, self._lock)
+        self._recv = UnicastReceive(self.id, self.recv_table, self.send_table, self._pending_acks)
         self._ack_task = None                      # the timer task that sends the delayed ACKs
         self._ack_delay_ms = 0
         self._rl = RateLimitedLog(self.log)
@@ -155,15 +155,20 @@ class UNICAST(Protocol):
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         if mine:
-            deliver, oob, acks, events = self._recv.process(mine, rest, self.max_msg_batch_size)
+            ex = self.stack.delivery
+            run = False
+            with self._lock:                     # hand-overs in the order the runs were removed
+                deliver, oob, acks, events = self._recv.process(mine, rest, self.max_msg_batch_size)
+                if deliver and ex is not None:
+                    run = ex.enqueue(self.up_prot.up_batch, deliver)
             if events is not None:
                 self._handle_events(events)
-            if acks:                             # before the hand-off: the woken delivery thread needs the GIL
+            if acks:                             # before the delivery (JGRP-713: no needless retransmissions)
                 self._acknowledge(acks)
-            if deliver:
-                self.stack.deliver(self.up_prot, deliver)
             if oob:
                 self.up_prot.up_batch(oob)
+            if run:                              # this thread delivers (not under the lock)
+                ex.run_pending()
         if rest:
             self.up_prot.up_batch(rest)
 

@@ -93,13 +93,14 @@ class SerialExecutor:
     Some submitters may run tasks themselves, in their own thread, with no hand-over and no thread switch:
     with ``caller_runs`` (the thread pools disabled) every submitter, with ``relay`` the receive threads that
     registered a relay (:func:`register_relay`; the thread pools enabled: such a thread hands its socket to
-    another reader before it runs a task, so no socket waits for the application, unless its socket has a
-    backlog, then it refuses and the task goes to the executor's thread). Such a submitter runs its task
-    when the executor is idle, and then whatever was queued meanwhile, until the queue is empty; otherwise it
-    queues the task, and whoever is running tasks runs it. Only one thread runs tasks at any
-    time, the executor's own or such a submitter (whoever holds the claim), so order and mutual exclusion
-    stay those of a single thread. A submitter never waits for the claim, so no lock order through
-    ``submit`` can deadlock. Other submitters queue the task and wake the executor's thread.
+    another reader before it runs tasks, so no socket waits for the application, unless its socket carries
+    a stream, then it refuses and the tasks go to the executor's thread). Such a submitter queues its task
+    and, when nobody else is running tasks, runs the queue until it is empty; otherwise whoever is running
+    tasks runs it. Only one thread runs tasks at any time, the executor's own or such a submitter (whoever
+    holds the claim), so order and mutual exclusion stay those of a single thread. A submitter never waits
+    for the claim, and tasks never run under a protocol's lock (:meth:`enqueue` + :meth:`run_pending`), so no
+    lock order through the executor can deadlock. Other submitters queue the task and wake the executor's
+    thread.
     """
 
     def __init__(self, name: str, caller_runs: bool = False, relay: bool = False):
@@ -118,47 +119,57 @@ class SerialExecutor:
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue ``fn(*args)``; the calling thread runs it (and what is queued) when it may (see the class doc).
+        Not while holding a lock that other submitters take: use :meth:`enqueue` there."""
+        if self.enqueue(fn, *args):
+            self.run_pending()
+
+    def enqueue(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Queue ``fn(*args)`` without running anything. The ordering protocols call this under the lock that
+        orders their hand-overs, so the queue keeps that order. Returns True when the calling thread may run
+        tasks: it should then call :meth:`run_pending` once it has released its locks (tasks run the
+        application, which must not run under a protocol's lock)."""
         if not self._running:
-            return
-        relay = getattr(_relays, "pair", None) if self.relay or self.caller_runs else None
-        if relay is None and self.caller_runs:
-            relay = _NO_RELAY
-        q = self._q
-        if relay is not None:
-            if not q and self._claim.acquire(False):
-                if q:                        # something was queued meanwhile: ours goes after it
-                    q.append((fn, args))
-                    fn = None
-            else:
-                q.append((fn, args))
-                if not self._claim.acquire(False):
-                    return                   # whoever holds the claim runs it (they look again after release)
-                fn = None
-            if relay[0]():                   # the socket is handed over (or there is none): run here
-                try:
-                    self._run_here(fn, args)
-                finally:
-                    relay[1]()
-                return
-            self._claim.release()            # refused (a backlog on our socket): the executor's thread runs it
-            if fn is None:
-                if self._wakeup.sleeping:
-                    self._wakeup.wake()
-                return
-        q.append((fn, args))
+            return False
+        self._q.append((fn, args))
+        if self._relay() is not None:
+            return True
         if self._wakeup.sleeping:            # read after the append (see Wakeup)
             self._wakeup.wake()
+        return False
 
-    def _run_here(self, fn: Callable[..., Any] | None, args: tuple) -> None:
-        """(claim held) Run ``fn`` if given, then the queue until it is empty; release the claim."""
+    def run_pending(self) -> None:
+        """Run what is queued in the calling thread, if it may run tasks and nobody else is running them (they
+        look at the queue again when they stop); a relay that refuses leaves them to the executor's thread."""
+        relay = self._relay()
+        if relay is None or not self._q or not self._claim.acquire(False):
+            return
+        if not relay[0]():                   # refused (a stream on our socket): the executor's thread runs them
+            self._claim.release()
+            if self._wakeup.sleeping:
+                self._wakeup.wake()
+            return
+        try:
+            self._run_here()
+        finally:
+            relay[1]()
+
+    def _relay(self) -> tuple | None:
+        """The calling thread's (hand_over, take_back) if it may run tasks, else None."""
+        if self.relay or self.caller_runs:
+            pair = getattr(_relays, "pair", None)
+            if pair is None and self.caller_runs:
+                return _NO_RELAY
+            return pair
+        return None
+
+    def _run_here(self) -> None:
+        """(claim held) Run the queue until it is empty; release the claim."""
         q = self._q
         me = threading.get_ident()
         while True:
             self._runner = me
             try:
-                if fn is not None:
-                    self._call(fn, args)
-                    fn = None
                 while q:
                     try:
                         f, a = q.popleft()

@@ -212,13 +212,5 @@ class ProtocolStack:
     def down_msg(self, msg) -> Any:
         return self.protocols[-1].down_msg(msg)
 
-    def deliver(self, protocol: Protocol, msgs: list, oob: bool = False) -> None:
-        """Hand ``msgs`` to ``protocol.up_batch`` on a delivery thread (regular: one FIFO thread; with the
-        transport's thread pools disabled, the calling thread delivers them itself while the executor is idle)."""
-        ex = self.oob_delivery if oob else self.delivery
-        if ex is None:
-            return
-        ex.submit(protocol.up_batch, msgs)
-
     def dump_stats(self) -> dict[str, dict]:
         return {p.NAME: p.dump_stats() for p in self.protocols}

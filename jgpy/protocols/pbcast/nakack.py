@@ -185,13 +185,13 @@ class NAKACK(Protocol):
 
     def _handle_messages(self, data: dict) -> None:
         me = self.local_addr
-        with self._deliver_lock:
+        ex = self.stack.delivery
+        run = False
+        with self._deliver_lock:                 # hand-overs in the order the runs were removed
             deliver, marks, oob_up, no_window, bad = self._recv.process(
                 data, me, self.discard_delivered_msgs, self.max_msg_batch_size, now_ms())
-            if deliver or marks:
-                ex = self.stack.delivery
-                if ex is not None:
-                    ex.submit(self._deliver, deliver, marks)
+            if (deliver or marks) and ex is not None:
+                run = ex.enqueue(self._deliver, deliver, marks)
         for sender, n in no_window:
             if not self.leaving and self.log_discard_msgs:
                 self._rl.warning(f"no-window-{sender}", "%s: dropped %d message(s) from %s (not in table %s), view=%s",
@@ -200,6 +200,8 @@ class NAKACK(Protocol):
             self._rl.warning("bad-seqno", "%s: dropped a message from %s: %s", me, sender, err)
         if oob_up:
             self.up_prot.up_batch(oob_up)
+        if run:                                  # this thread delivers (not under the lock)
+            ex.run_pending()
 
     def _deliver(self, msgs: list, marks: list) -> None:
         """On the delivery thread: pass a handed-over batch up, then record how far it got."""
