@@ -36,7 +36,10 @@ class _Bridge(Receiver):
         self.owner = owner
 
     def receive(self, msg) -> None:
-        self.owner._post(self.owner._messages, msg)
+        self.owner._post_messages([msg])
+
+    def receive_batch(self, msgs) -> None:      # one hand-over to the loop per received batch
+        self.owner._post_messages(msgs)
 
     def view_accepted(self, view) -> None:
         self.owner._post(self.owner._views, view)
@@ -70,6 +73,16 @@ class _Bridge(Receiver):
         _call(self.owner.state, "set_state_stream", Receiver.set_state_stream, inp, state_id)
 
 
+async def _put_all(q: asyncio.Queue, items: list) -> None:
+    for item in items:
+        await q.put(item)
+
+
+def _put_all_nowait(q: asyncio.Queue, items: list) -> None:
+    for item in items:
+        q.put_nowait(item)
+
+
 def _call(obj, name, default, *args):
     """obj.name(*args), or Receiver's default (built on get_state/set_state) when obj lacks it."""
     fn = getattr(obj, name, None)
@@ -95,14 +108,23 @@ class AsyncChannel:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        if q.maxsize and q is self._messages:
-            fut = asyncio.run_coroutine_threadsafe(q.put(item), loop)
+        loop.call_soon_threadsafe(q.put_nowait, item)
+
+    def _post_messages(self, msgs: list) -> None:
+        """(delivery thread) Queue a batch of messages with one wake-up of the loop; with ``max_queued``,
+        wait until all of them are queued."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        q = self._messages
+        if q.maxsize:
+            fut = asyncio.run_coroutine_threadsafe(_put_all(q, msgs), loop)
             try:
                 fut.result()
             except Exception:  # noqa: BLE001 - the loop went away
                 pass
         else:
-            loop.call_soon_threadsafe(q.put_nowait, item)
+            loop.call_soon_threadsafe(_put_all_nowait, q, msgs)
 
     async def _run(self, fn, *args):
         loop = asyncio.get_running_loop()

@@ -9,6 +9,9 @@
 ...     ch.send(None, b"hello")                     # to everyone
 ...     ch.send(ch.view.members[0], "hi coordinator")  # a str travels as Java's setObject(String)
 
+``receive(msg)`` gets one message per call; a receiver that overrides ``receive_batch(msgs)`` gets the
+messages of a received batch in one call instead (faster for small messages).
+
 Receiver callbacks run on the channel's delivery thread (regular messages in per-sender order, views and
 suspicions in order with them) or on its OOB thread (OOB messages); never on a socket thread.
 
@@ -48,6 +51,15 @@ OOB = Message.OOB
 log = logging.getLogger("jgpy.channel")
 
 
+def _batch_receive(receiver: Any) -> Callable[[list], None] | None:
+    """The receiver's ``receive_batch`` if its class overrides :meth:`Receiver.receive_batch`, else None (the
+    channel then calls ``receive`` per message, catching each one's error)."""
+    fn = getattr(type(receiver), "receive_batch", None)
+    if fn is None or fn is Receiver.receive_batch:
+        return None
+    return receiver.receive_batch
+
+
 class ChannelError(JgpyError):
     """An operation the channel cannot do in its current state (e.g. send before connect)."""
 
@@ -57,6 +69,16 @@ class Receiver:
 
     def receive(self, msg: Message) -> None:
         """A message for the application."""
+
+    def receive_batch(self, msgs: list[Message]) -> None:
+        """Messages for the application, in delivery order, in one call (JGroups 4's ``receive(MessageBatch)``).
+
+        The channel calls this instead of :meth:`receive` when a subclass overrides it: one Python call per
+        received batch instead of one per message, which matters for small messages. OOB messages come as
+        batches of one. The list is the receiver's to keep. The default calls :meth:`receive` for each
+        message."""
+        for m in msgs:
+            self.receive(m)
 
     def view_accepted(self, view) -> None:
         """A new view (membership) was installed."""
@@ -374,7 +396,16 @@ class Channel(Protocol):
                     ex.submit(self._deliver_all, regular)
 
     def _deliver_all(self, msgs: list) -> None:
-        receive = self.receiver.receive
+        receiver = self.receiver
+        batch = _batch_receive(receiver)
+        if batch is not None:
+            try:
+                batch(msgs)
+            except Exception:  # noqa: BLE001 - an application error must not stop delivery
+                log.exception("%s: receiver.receive_batch() failed for a batch of %d message(s)", self.name,
+                              len(msgs))
+            return
+        receive = receiver.receive
         for m in msgs:
             try:
                 receive(m)
@@ -382,10 +413,7 @@ class Channel(Protocol):
                 log.exception("%s: receiver.receive() failed for %r", self.name, m)
 
     def _deliver(self, msg: Message) -> None:
-        try:
-            self.receiver.receive(msg)
-        except Exception:  # noqa: BLE001 - an application error must not stop delivery
-            log.exception("%s: receiver.receive() failed for %r", self.name, msg)
+        self._deliver_all([msg])
 
     def _callback(self, fn, *args) -> None:
         ex = self.stack.delivery

@@ -78,24 +78,29 @@ def test_channel_life_cycle_and_payloads(props):
         a.connect(cluster)
 
 
-def test_asyncio_facade(props):
+@pytest.mark.parametrize("max_queued", [0, 5])
+def test_asyncio_facade(props, max_queued):
+    """Messages arrive in order; with ``max_queued`` the delivery thread waits for room (batches included)."""
     cluster = f"aio-{uuid.uuid4().hex[:6]}"
+    n = 300
 
     async def main():
-        async with AsyncChannel("udp.xml", "A", props) as a, AsyncChannel("udp.xml", "B", props) as b:
+        async with AsyncChannel("udp.xml", "A", props) as a, \
+                AsyncChannel("udp.xml", "B", props, max_queued=max_queued) as b:
             await a.connect(cluster)
             await b.connect(cluster)
             view = await b.next_view(10)
             while len(view) < 2:
                 view = await b.next_view(10)
-            for i in range(100):
-                await a.send(None, b"m%d" % i)
+            await asyncio.gather(*(a.send(None, b"m%d" % i) for i in range(n)))
             got = []
             async for msg in b:
                 got.append(msg.buffer)
-                if len(got) == 100:
+                if max_queued:
+                    assert b._messages.qsize() <= max_queued
+                if len(got) == n:
                     break
-            assert got == [b"m%d" % i for i in range(100)]
+            assert got == [b"m%d" % i for i in range(n)]
             await b.disconnect()
             return True
 
@@ -183,3 +188,47 @@ def test_own_messages_loop_back_once_and_copied_unless_nakack_keeps_them(props, 
         assert any(m is reliable for m in looped)
         assert not any(m is unreliable or m is to_self for m in looped)
         assert {b"unreliable", b"to-self"} <= {m.buffer for m in looped if m.has_buffer()}
+
+
+def test_receive_batch_gets_every_message_once_in_order(props, caplog):
+    """A receiver that overrides receive_batch gets regular messages a batch per call, in per-sender order,
+    OOB messages as batches of one, and its errors are logged without stopping delivery."""
+    cluster = f"batch-{uuid.uuid4().hex[:6]}"
+
+    class BatchRec(Receiver):
+        def __init__(self):
+            self.batches, self.lock = [], threading.Lock()
+
+        def receive(self, msg):
+            raise AssertionError("receive() must not be called when receive_batch is overridden")
+
+        def receive_batch(self, msgs):
+            with self.lock:
+                self.batches.append(list(msgs))
+            if any(m.buffer == b"boom" for m in msgs):
+                raise RuntimeError("application error")
+
+    rb = BatchRec()
+    with Channel("udp.xml", "A", props) as a, Channel("udp.xml", "B", props, rb) as b:
+        a.connect(cluster)
+        b.connect(cluster)
+        assert wait_all(lambda: len(a.view) == 2 and len(b.view) == 2, 10)
+        n = 3000
+        for i in range(n):
+            a.send(None, b"m%d" % i)
+            if i == 1000:
+                a.send(None, b"boom")
+        a.send(b.address, b"unicast")
+        a.send(Message(b.address, b"oob"), oob=True)
+
+        def payloads():
+            with rb.lock:
+                return [m.buffer for batch in rb.batches for m in batch]
+        assert wait_all(lambda: len(payloads()) >= n + 3, 20)
+        got = payloads()
+        assert [p for p in got if p.startswith(b"m")] == [b"m%d" % i for i in range(n)]
+        assert got.count(b"boom") == got.count(b"unicast") == got.count(b"oob") == 1
+        with rb.lock:
+            assert max(len(batch) for batch in rb.batches) > 1
+            assert [len(batch) for batch in rb.batches if batch[0].buffer == b"oob"] == [1]
+        assert "receive_batch() failed" in caplog.text
