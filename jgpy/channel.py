@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping
 
 from jgpy._core.address import UUID, set_logical_name
 from jgpy._core.batch import split_by_flag
+from jgpy._core.sendpath import ChannelSend
 from jgpy._core.message import Message
 from jgpy._core.jg212 import object_to_buffer
 from jgpy.errors import JgpyError
@@ -173,6 +174,9 @@ class Channel(Protocol):
         self.stack = ProtocolStack(config, self, props)
         self.stack.init()
         self._down_msg = self.stack.protocols[-1].down_msg       # the top protocol's send path
+        self._send_core = ChannelSend(self, self._send_general)
+        if type(self).send is Channel.send:                      # not overridden: bytes payloads go straight to C
+            self.send = self._send_core.send
 
     # ---- life cycle ----
 
@@ -202,6 +206,7 @@ class Channel(Protocol):
             self.stack.local_addr = self.address
             self.stack.start(self.name)
             self._down_msg = self.stack.protocols[-1].down_msg   # protocols may install C send paths at start
+            self._send_core.relink()
             try:
                 self.stack.down(Event(EventType.SET_LOCAL_ADDRESS, self.address))
                 result = self.stack.down(Event(EventType.CONNECT, cluster_name))
@@ -211,6 +216,7 @@ class Channel(Protocol):
                 self.stack.stop()
                 raise
             self._state = "connected"
+            self._send_core.connected = True
             return self
 
     def disconnect(self) -> None:
@@ -218,6 +224,7 @@ class Channel(Protocol):
         with self._lock:
             if self._state != "connected":
                 return
+            self._send_core.connected = False
             try:
                 self.stack.down(Event(EventType.DISCONNECT, self.address))
             finally:
@@ -248,6 +255,11 @@ class Channel(Protocol):
         ``setObject(String)`` writes it, so Java's ``getObject()`` returns it (Latin-1 only: Java keeps the
         low 8 bits of each char, so other text raises ValueError — send ``text.encode()`` instead).
         """
+        self._send_general(dest_or_msg, payload, oob, flags)
+
+    def _send_general(self, dest_or_msg: Any, payload: Any, oob: bool, flags: int) -> None:
+        """send() for every case; a bytes payload on a connected channel usually takes the C path instead
+        (``ChannelSend``, same semantics)."""
         if self._state != "connected":
             raise ChannelError("the channel is not connected: call connect() first")
         if type(payload) is bytes and type(dest_or_msg) is not Message:     # the common case, first

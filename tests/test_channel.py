@@ -232,3 +232,37 @@ def test_receive_batch_gets_every_message_once_in_order(props, caplog):
             assert max(len(batch) for batch in rb.batches) > 1
             assert [len(batch) for batch in rb.batches if batch[0].buffer == b"oob"] == [1]
         assert "receive_batch() failed" in caplog.text
+
+
+def test_send_fast_path_keeps_the_semantics_of_send(props):
+    """Channel.send of a bytes payload runs in C (ChannelSend); flags, OOB, errors and a subclass's own send()
+    behave as the general path."""
+    cluster = f"send-{uuid.uuid4().hex[:6]}"
+    sent = []
+
+    class Recording(Channel):
+        def send(self, dest_or_msg, payload=None, **kw):
+            sent.append(payload)
+            super().send(dest_or_msg, payload, **kw)
+
+    rb = Rec()
+    with Recording("udp.xml", "A", props) as a, Channel("udp.xml", "B", props, rb) as b:
+        assert "send" in vars(b) and "send" not in vars(a)        # the C path, unless send() is overridden
+        with pytest.raises(ChannelError, match="not connected"):
+            b.send(None, b"early")
+        a.connect(cluster)
+        b.connect(cluster)
+        assert wait_all(lambda: len(a.view) == 2 and len(b.view) == 2, 10)
+        b.send(a.address, b"plain")
+        b.send(None, b"flagged", oob=True, flags=Message.NO_FC | Message.DONT_BUNDLE)
+        with pytest.raises(OverflowError):
+            b.send(None, b"bad flags", flags=256)
+        a.send(b.address, b"from a subclass")
+        assert sent == [b"from a subclass"]
+        assert wait_all(lambda: any(m.buffer == b"from a subclass" for m in rb.msgs), 10)
+        mine = [m for m in rb.msgs if m.buffer == b"flagged"]                # our own multicast, looped back
+        assert len(mine) == 1 and mine[0].flags == Message.OOB | Message.NO_FC | Message.DONT_BUNDLE
+        assert mine[0].src == b.address
+        b.disconnect()
+        with pytest.raises(ChannelError, match="not connected"):
+            b.send(None, b"late")

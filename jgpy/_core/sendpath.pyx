@@ -10,13 +10,14 @@ waiting (fragmenting, blocking on credits, a first message to a new peer, a mess
 The next protocol is reached through the owner's ``down_prot.down_msg``, so Python protocols and cores mix freely.
 """
 
+from cpython.bytes cimport PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
 from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_acquire_lock, PyThread_release_lock, NOWAIT_LOCK, WAIT_LOCK)
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint8_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
-from jgpy._core.message cimport Message, WireDialect
+from jgpy._core.message cimport Message, WireDialect, new_message
 from jgpy._core.tables cimport NakReceiverWindow
 from jgpy._core.udp cimport Bundler, DatagramSender
 from jgpy._core.wire cimport Writer
@@ -152,6 +153,31 @@ cdef class SendCore:
 
     cpdef object down_msg(self, Message msg):
         return self._pass(msg)
+
+
+cdef class ChannelSend(SendCore):
+    """``Channel.send`` in C for the common case: a ``bytes`` payload to an address or to the group (None), on
+    a connected channel. Everything else (a prepared Message, a str, another buffer type, flags that are not
+    a byte, a channel that is not connected) goes to ``general``, the channel's Python implementation, which
+    also raises the errors."""
+
+    cdef public bint connected
+    cdef public object general            # (dest_or_msg, payload, oob, flags)
+
+    def __init__(self, owner, general):
+        self.owner = owner
+        self.general = general
+
+    def send(self, dest_or_msg, payload=None, *, bint oob=False, int flags=0):
+        cdef Message msg
+        if not self.connected or type(payload) is not bytes or type(dest_or_msg) is Message or flags & ~0xFF:
+            return self.general(dest_or_msg, payload, oob, flags)
+        msg = new_message()
+        msg.dest = dest_or_msg
+        msg.src = self.owner.address
+        msg.flags = <uint8_t>(flags | (OOB if oob else 0))
+        msg.set_payload(payload, 0, PyBytes_GET_SIZE(payload))
+        self._pass(msg)
 
 
 cdef class RecordSend(SendCore):
