@@ -133,6 +133,8 @@ class FakeTransport(Protocol):
         return None
 
     def down_msg(self, msg: Message) -> Any:
+        if msg.piggyback is not None:               # the real transport sends it in the same datagram, first
+            self.down_msg(msg.piggyback)
         if not msg.has_header(self.id):
             msg.put_header(self.id, TpHeader(self.stack.cluster_name or ""))
         if msg.src is None:

@@ -198,7 +198,7 @@ def test_loss_and_retransmission(cluster_factory, kinds, mcast_xmit):
             assert int(nak.get("xmit_reqs_sent", 0)) > 0, nak
 
 
-# ---- delayed ACKs (jgpy's UNICAST ack_delay, opt-in) with a Java sender ----
+# ---- delayed and piggybacked ACKs (jgpy's UNICAST ack_delay) with Java members ----
 
 @pytest.mark.parametrize("kinds", ["JP", "PJ"])
 def test_delayed_acks_empty_a_java_senders_window(cluster_factory, kinds):
@@ -222,6 +222,30 @@ def test_delayed_acks_empty_a_java_senders_window(cluster_factory, kinds):
     assert after["acks_delayed"] > before["acks_delayed"], after
     assert after["acks_sent"] - before["acks_sent"] <= n // 2, after
     assert int(java.stats()["UNICAST"]["num_xmits"]) == 0
+
+
+def test_piggybacked_acks_are_understood_by_java(cluster_factory):
+    """jgpy answers a Java member's unicasts while it owes them an ACK: the ACK and the answer go in one LIST
+    datagram. Java takes both: its window empties with no retransmission, and our answers arrive in order."""
+    c = cluster_factory("JP", jgpy_config=stock().with_properties("UNICAST", ack_delay="30", ack_threshold="1000"))
+    c.start()
+    c.assert_agreement()
+    java = next(m for m in c.members if m.kind == "java")
+    py = next(m for m in c.members if m.kind == "jgpy")
+    got = py.received.count(True)
+    rounds = 20
+    for i in range(rounds):
+        java.send_numbered(3, dest_name=py.name, start=i * 3)
+        assert py.wait_received(got + 3 * (i + 1), unicast=True, timeout=10)
+        py.send_numbered(1, dest_name=java.name, start=i)          # takes the pending ACK along, if still due
+    assert java.wait_received(rounds, unicast=True, timeout=20)
+    assert not check_fifo(java.received.unicast_by_sender, {py.name: rounds})
+    assert wait_all(lambda: int(java.stats()["UNICAST"]["num_unacked_msgs"]) == 0, 10), java.stats()["UNICAST"]
+    stats = py.stats()["UNICAST"]
+    assert stats["acks_piggybacked"] > 0 and stats["xmits"] == 0, stats
+    assert py.stats()["UDP"]["pairs_sent"] >= stats["acks_piggybacked"]     # [ACK, answer] datagrams on the wire
+    assert int(java.stats()["UNICAST"]["num_xmits"]) == 0
+    assert wait_all(lambda: py.stats()["UNICAST"]["unacked"] == 0, 10), py.stats()["UNICAST"]
 
 
 # ---- 6: graceful leaves, coordinator hand-over ----

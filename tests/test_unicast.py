@@ -25,8 +25,8 @@ def unicast(**props) -> UNICAST:
 
 @pytest.fixture
 def stack():
-    """The default (ack_delay=0): every batch acked at once, as 2.12 does."""
-    s = FakeStack(unicast(), connect=True)
+    """ack_delay=0: every batch acked at once, as 2.12 does."""
+    s = FakeStack(unicast(ack_delay=0), connect=True)
     yield s
     s.close()
 
@@ -141,6 +141,30 @@ def test_disconnect_sends_the_pending_acks(delayed):
     assert acks_to(delayed, p) == []
     delayed.prot.down(Event(EventType.DISCONNECT))
     assert acks_to(delayed, p) == [2]
+
+
+def test_a_pending_ack_travels_with_the_next_regular_message_to_its_sender(delayed):
+    """A delayed ACK to p goes with our next regular unicast to p (the transport puts both in one datagram,
+    the ACK first); an OOB message or a message to someone else carries none, nor does the message kept for
+    retransmission."""
+    p, q = UUID.random(), UUID.random()
+    delayed.tp.inject([data(delayed, p, 1, first=True), data(delayed, p, 2)])
+    delayed.top.wait_messages(2)
+    delayed.send(Message(q, b"to q"))
+    delayed.send(Message(p, b"oob", None, Message.OOB))
+    assert acks_to(delayed, p) == []
+    delayed.send(Message(p, b"answer"))
+    to_p = [x.msg for x in delayed.tp.sent_where(lambda x: x.msg.dest == p)]
+    kinds = [(m.get_header(delayed.prot.id).type, m.buffer) for m in to_p]
+    assert kinds == [(DATA, b"oob"), (ACK, None), (DATA, b"answer")]
+    assert acks_to(delayed, p) == [2]
+    assert all(m.piggyback is None for m in to_p)        # nothing stays attached to a kept message
+    stats = delayed.prot.dump_stats()
+    assert stats["acks_piggybacked"] == 1 and stats["acks_delayed"] == 0 and not delayed.prot._pending_acks
+    delayed.send(Message(p, b"next"))                     # nothing pending any more: no ACK
+    assert acks_to(delayed, p) == [2]
+    time.sleep(0.12)                                      # the ack_delay timer (50 ms) finds nothing to send
+    assert acks_to(delayed, p) == [2] and delayed.prot.counters["acks_delayed"] == 0
 
 
 def test_ack_delay_is_capped_by_the_retransmission_timeout():

@@ -26,6 +26,7 @@ cdef class WireDialect:
     cdef object read_header_at(self, int magic, object raw, Py_ssize_t off, Py_ssize_t end)
     cdef int write_message(self, Writer w, Message m, bint no_addrs, object list_src) except -1
     cdef int write_single(self, Writer w, Message m, bint multicast) except -1
+    cdef int write_list(self, Writer w, object dest, object src, list msgs, bint multicast) except -1
 
 
 cdef class Message:
@@ -33,6 +34,7 @@ cdef class Message:
     cdef public object src
     cdef public uint8_t flags
     cdef public uint8_t transient_flags
+    cdef Message _piggyback          # a message to send in the same datagram, before this one (UNICAST's ACK)
     cdef object _buf                 # bytes-like or None
     cdef Py_ssize_t _off
     cdef Py_ssize_t _len

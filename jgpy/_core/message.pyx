@@ -27,6 +27,9 @@ cdef class WireDialect:
     cdef int write_single(self, Writer w, Message m, bint multicast) except -1:
         raise NotImplementedError
 
+    cdef int write_list(self, Writer w, object dest, object src, list msgs, bint multicast) except -1:
+        raise NotImplementedError
+
 
 cdef Message new_message():
     return Message.__new__(Message)
@@ -131,6 +134,12 @@ cdef class Message:
         if self._buf is None:
             return None
         return memoryview(self._buf).cast("B")[self._off:self._off + self._len].toreadonly()
+
+    @property
+    def piggyback(self):
+        """A message the transport sends in the same datagram as this one, before it (UNICAST's pending ACK to
+        the destination), or None; set only while the message travels down the stack."""
+        return self._piggyback
 
     @property
     def raw_buffer(self):

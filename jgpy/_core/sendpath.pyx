@@ -32,6 +32,8 @@ cdef int NO_RELIABILITY = 16
 cdef int KEPT_FOR_XMIT = 2          # Message.transient_flags: set by NakackSend, consumed by TransportSend
 
 DEF UNICAST_DATA = 0
+DEF UNICAST_ACK = 1
+DEF MAX_PAIR_PAYLOAD = 65000      # a DATA longer than this goes alone (a datagram holds 65,507 bytes)
 DEF NAKACK_MSG = 1
 
 
@@ -272,9 +274,14 @@ cdef class UnicastConnection:
 
 
 cdef class UnicastSend(SendCore):
-    """UNICAST's down path: per destination, number the message, add the header, keep it until acked."""
+    """UNICAST's down path: per destination, number the message, add the header, keep it until acked.
+
+    A regular message to a member we owe a delayed ACK (``pending_acks``, the protocol's: dest -> [seqno,
+    count]) takes the ACK along: the transport sends both in one datagram, the ACK first."""
 
     cdef public dict send_table           # dest -> UnicastConnection (shared with the protocol)
+    cdef public dict pending_acks         # dest -> [highest seqno to ack, count] (shared; None: no piggybacking)
+    cdef public int64_t acks_piggybacked
     cdef public object lock               # the protocol's lock over send_table
     cdef public bint started
     cdef public int prot_id
@@ -294,6 +301,8 @@ cdef class UnicastSend(SendCore):
         cdef object dest = msg.dest
         cdef UnicastConnection conn
         cdef int64_t seq
+        cdef Message ack = None
+        cdef list pending
         if dest is None or msg.flags & NO_RELIABILITY:
             return self._pass(msg)
         if not self.started:
@@ -308,10 +317,23 @@ cdef class UnicastSend(SendCore):
             msg.put(self.prot_id, UnicastHeader(UNICAST_DATA, seq, conn.conn_id, seq == 1))
             conn.win.add(seq, msg, monotonic_ms())
             conn.next_seqno = seq + 1
+            if self.pending_acks and not (msg.flags & OOB):
+                pending = self.pending_acks.pop(dest, None)
+                if pending is not None:
+                    ack = new_message()
+                    ack.dest = dest
+                    ack.put(self.prot_id, UnicastHeader(UNICAST_ACK, pending[0]))
         finally:
             self.lock.release()
         self.msgs_sent += 1
-        return self._pass(msg)
+        if ack is None:
+            return self._pass(msg)
+        self.acks_piggybacked += 1
+        msg._piggyback = ack
+        try:
+            return self._pass(msg)
+        finally:
+            msg._piggyback = None          # this message stays in the window: a retransmission carries no old ACK
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,6 +419,7 @@ cdef class TransportSend(SendCore):
     cdef public int64_t msgs_sent
     cdef public int64_t bytes_sent
     cdef public int64_t loopbacks
+    cdef public int64_t pairs_sent        # datagrams holding a piggybacked message and its carrier
     cdef public DatagramSender ucast_sender   # or None
     cdef public dict physical_cache       # logical -> physical address (the transport's; read-only here)
     cdef public object unicast_failed     # (OSError, size, physical): log
@@ -415,7 +438,13 @@ cdef class TransportSend(SendCore):
         cdef object dest
         cdef bint multicast
         cdef Handoff lb
+        cdef Message first = msg._piggyback
         cdef int kept = msg.transient_flags & KEPT_FOR_XMIT
+        if first is not None:
+            msg._piggyback = None
+            if self._send_pair(first, msg):
+                return None
+            self.down_msg(first)          # no pair possible here: the piggybacked message goes alone, first
         msg.transient_flags &= ~KEPT_FOR_XMIT
         if self.tp_header is None:
             self.not_connected(msg)
@@ -460,6 +489,37 @@ cdef class TransportSend(SendCore):
     cdef inline void _keep(self, Writer w) noexcept:
         if w._cap <= 262144:              # a writer grown for a huge message is not kept
             self._spare = w
+
+    cdef bint _send_pair(self, Message first, Message msg) except -1:
+        """``first`` and ``msg``, unicasts to the same member, as one LIST datagram (``first`` first), when
+        both take the direct unicast path; False (nothing sent) otherwise."""
+        cdef object dest = msg.dest
+        cdef object physical
+        cdef Message m
+        cdef Writer w
+        if (self.tp_header is None or dest is None or first.dest != dest or self.ucast_sender is None
+                or self.physical_cache is None or isinstance(dest, self.physical_type)
+                or (self.loopback and dest == self.local_addr) or msg._len > MAX_PAIR_PAYLOAD):
+            return False
+        physical = self.physical_cache.get(dest)
+        if physical is None:
+            return False
+        for m in (first, msg):
+            if m._find(self.prot_id) < 0:
+                m.put(self.prot_id, self.tp_header)
+            if m.src is None:
+                m.src = self.local_addr
+            self.msgs_sent += 1
+            self.bytes_sent += m._len
+        w = self._writer(msg)
+        self.dialect.write_list(w, dest, self.local_addr, [first, msg], False)
+        self.pairs_sent += 1
+        try:
+            self.ucast_sender.send_raw(<const char*>w._buf, <size_t>w._len, physical)
+        except OSError as e:
+            self.unicast_failed(e, w._len, physical)
+        self._keep(w)
+        return True
 
     cdef int _send_unicast(self, Message msg, object physical) except -1:
         cdef Writer w = self._writer(msg)

@@ -351,6 +351,7 @@ class TP(Protocol):
         d["msgs_sent"] += core.msgs_sent
         d["bytes_sent"] += core.bytes_sent
         d["loopbacks"] = core.loopbacks
+        d["pairs_sent"] = core.pairs_sent
         return d
 
 

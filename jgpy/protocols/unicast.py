@@ -5,14 +5,15 @@ Per peer, the sender numbers messages from 1 on a connection (``conn_id``); the 
 not know makes it ask for the first one (SEND_FIRST_SEQNO). Receivers ACK cumulatively; unacked messages
 are retransmitted on the ``timeout`` schedule.
 
-Delayed acknowledgements (jgpy's ``ack_delay``, ``ack_threshold``; off by default): 2.12 acks every
-message the moment it arrives, and so does jgpy with ``ack_delay="0"``. With ``ack_delay`` > 0 jgpy acks a
-sender once ``ack_threshold`` of its messages are unacknowledged, or else ``ack_delay`` ms after the first
-of them, with one cumulative ACK (2.12's ACK(n) acknowledges every seqno up to n, so the wire and the
-senders' windows work unchanged; UNICAST3 in later JGroups does the same). A request/response exchange then
-costs each side no ACK to send and none to receive: about 14 % less CPU per round trip here, but round
-trips were slower on the 2-vCPU benchmark VM (probably because the per-message ACK keeps the peer's vCPU
-awake for the response), hence off by default. A duplicate (the sender is retransmitting) is acked at once.
+Delayed and piggybacked acknowledgements (jgpy's ``ack_delay``, ``ack_threshold``): 2.12 acks every
+message the moment it arrives; jgpy with ``ack_delay="0"`` does too. By default jgpy acks a sender once
+``ack_threshold`` of its messages are unacknowledged, or else ``ack_delay`` ms after the first of them
+(at most a tenth of the first retransmission timeout: 30 ms with the stock udp.xml), with one cumulative
+ACK; 2.12's ACK(n) acknowledges every seqno up to n, so the wire and the senders' windows work unchanged
+(UNICAST3 in later JGroups does the same). A regular message we send to that member meanwhile takes the
+pending ACK along: the transport sends both in one LIST datagram, the ACK first, which 2.12 reads like any
+bundle. A request/response exchange then sends no ACK datagram at all. A duplicate (the sender is
+retransmitting) is acked at once.
 
 Windows are the Cython ``AckSenderWindow`` and ``AckReceiverWindow``; the per-message work of both
 directions is C (``UnicastSend`` in ``jgpy/_core/sendpath.pyx``, ``UnicastReceive`` in
@@ -55,9 +56,9 @@ class UNICAST(Protocol):
                              deprecated="deprecated in 2.12; jgpy acks on receipt anyway (see ack_delay)")
     xmit_tick = Property(to_int, 0, "jgpy: ms between checks for due retransmissions (0: a quarter of the "
                          "first timeout)")
-    ack_delay = Property(to_int, 0, "jgpy: ms an ACK may wait to cover the messages that follow it (0: ack "
-                         "every received batch at once, as 2.12; less CPU, but slower round trips on a small VM); "
-                         "at most a tenth of the first timeout")
+    ack_delay = Property(to_int, 40, "jgpy: ms an ACK may wait to cover the messages that follow it, or to "
+                         "travel with a message we send to its sender (0: ack every received batch at once, as "
+                         "2.12); at most a tenth of the first timeout")
     ack_threshold = Property(to_int, 64, "jgpy: unacknowledged messages from one sender that are acked at "
                              "once, without waiting for ack_delay")
 
@@ -83,6 +84,7 @@ class UNICAST(Protocol):
         self._xmit_task = None
         self._pending_acks: dict[Any, list] = {}   # sender -> [highest seqno to ack, messages it covers]
         self._recv = UnicastReceive(self.id, self.recv_table, self.send_table, self._pending_acks)
+        self._send.pending_acks = self._pending_acks   # a regular message to X takes X's pending ACK along
         self._ack_task = None                      # the timer task that sends the delayed ACKs
         self._ack_delay_ms = 0
         self._rl = RateLimitedLog(self.log)
@@ -273,7 +275,8 @@ class UNICAST(Protocol):
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
         r = self._recv
-        d.update(msgs_sent=self._send.msgs_sent, msgs_received=r.msgs_received, acks_received=r.acks_received,
+        d.update(msgs_sent=self._send.msgs_sent, acks_piggybacked=self._send.acks_piggybacked,
+                 msgs_received=r.msgs_received, acks_received=r.acks_received,
                  duplicates=r.duplicates, dropped_unknown_conn=r.dropped_unknown_conn,
                  dropped_bad_seqno=r.dropped_bad_seqno)
         with self._lock:
