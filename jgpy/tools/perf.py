@@ -83,6 +83,12 @@ class MemberProcess:
         return KINDS[self.kind]
 
     def _read(self) -> None:
+        try:
+            self._read_lines()
+        except (OSError, ValueError):          # stdout closed under us: the member is gone anyway
+            pass
+
+    def _read_lines(self) -> None:
         for raw in self.proc.stdout:
             line = raw.decode("utf-8", "replace").strip()
             if not line.startswith("{"):
@@ -213,6 +219,7 @@ class MemberProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        self._reader.join(timeout=5)          # it reads to EOF; closing stdout under it breaks its read
         for s in (self.proc.stdin, self.proc.stdout):
             try:
                 s.close()
