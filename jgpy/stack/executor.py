@@ -4,8 +4,8 @@ Regular messages are handed over here by the ordering protocols (NAKACK, UNICAST
 and everything above them, the application's ``receive`` included, runs on this thread; receive threads
 never wait for the application. A second executor delivers OOB messages.
 
-The hand-over is on every message's path, so it is kept to C calls: ``submit`` appends to a deque and, only
-when the thread sleeps, wakes it (:class:`Wakeup`; a ``threading.Condition`` costs a few microseconds of Python
+The hand-over is on every message's path, so it is in C (``jgpy._core.serial.SerialCore``, the base class of
+:class:`SerialExecutor`): ``enqueue`` appends to a deque and, only when the thread sleeps, wakes it (:class:`Wakeup`; a ``threading.Condition`` costs a few microseconds of Python
 per hand-over on each side).
 
 With the transport's ``thread_pool.enabled="false"`` (``oob_thread_pool.enabled="false"``) the regular (OOB)
@@ -18,12 +18,10 @@ waits for the application.
 
 from __future__ import annotations
 
-import collections
-import logging
 import threading
 from typing import Any, Callable
 
-log = logging.getLogger("jgpy.executor")
+from jgpy._core.serial import SerialCore, relays
 
 
 class Wakeup:
@@ -64,30 +62,16 @@ class Wakeup:
         self.sleeping = False
 
 
-_relays = threading.local()
-
-
 def register_relay(hand_over: Callable[[], bool], take_back: Callable[[], None]) -> None:
     """Declare the calling thread a receive thread with a relay: ``hand_over()`` makes another thread take
     over its socket and returns True (False: it would rather not, e.g. because its socket has a backlog),
     ``take_back()`` makes it the reader again (``DatagramLoop`` in relay mode). Executors created with
     ``relay=True`` then let this thread run their tasks between the two calls, so the socket is still read
     while it runs them."""
-    _relays.pair = (hand_over, take_back)
+    relays.pair = (hand_over, take_back)
 
 
-def _yes() -> bool:
-    return True
-
-
-def _nothing() -> None:
-    pass
-
-
-_NO_RELAY = (_yes, _nothing)
-
-
-class SerialExecutor:
+class SerialExecutor(SerialCore):
     """One thread runs the submitted tasks, in submission order.
 
     Some submitters may run tasks themselves, in their own thread, with no hand-over and no thread switch:
@@ -104,116 +88,17 @@ class SerialExecutor:
     """
 
     def __init__(self, name: str, caller_runs: bool = False, relay: bool = False):
-        self.name = name
-        self.caller_runs = caller_runs
-        self.relay = relay
-        self._q: collections.deque = collections.deque()
-        self._wakeup = Wakeup()
-        self._running = True
-        self._busy = False
-        self._claim = threading.Lock()       # held by whoever runs tasks
-        self._runner = 0                     # the thread id of a submitter running tasks (0: none)
-        self._idle = threading.Condition()   # for drain() only
-        self._drainers = 0
+        super().__init__(name, caller_runs, relay, Wakeup())
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+        self._thread_ident = self._thread.ident
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Queue ``fn(*args)``; the calling thread runs it (and what is queued) when it may (see the class doc).
-        Not while holding a lock that other submitters take: use :meth:`enqueue` there."""
-        if self.enqueue(fn, *args):
-            self.run_pending()
-
-    def enqueue(self, fn: Callable[..., Any], *args: Any) -> bool:
-        """Queue ``fn(*args)`` without running anything. The ordering protocols call this under the lock that
-        orders their hand-overs, so the queue keeps that order. Returns True when the calling thread may run
-        tasks: it should then call :meth:`run_pending` once it has released its locks (tasks run the
-        application, which must not run under a protocol's lock)."""
-        if not self._running:
-            return False
-        self._q.append((fn, args))
-        if self._relay() is not None:
-            return True
-        if self._wakeup.sleeping:            # read after the append (see Wakeup)
-            self._wakeup.wake()
-        return False
-
-    def run_pending(self) -> None:
-        """Run what is queued in the calling thread, if it may run tasks and nobody else is running them (they
-        look at the queue again when they stop); a relay that refuses leaves them to the executor's thread."""
-        relay = self._relay()
-        if relay is None or not self._q or not self._claim.acquire(False):
-            return
-        if not relay[0]():                   # refused (a stream on our socket): the executor's thread runs them
-            self._claim.release()
-            if self._wakeup.sleeping:
-                self._wakeup.wake()
-            return
-        try:
-            self._run_here()
-        finally:
-            relay[1]()
-
-    def _relay(self) -> tuple | None:
-        """The calling thread's (hand_over, take_back) if it may run tasks, else None."""
-        if self.relay or self.caller_runs:
-            pair = getattr(_relays, "pair", None)
-            if pair is None and self.caller_runs:
-                return _NO_RELAY
-            return pair
-        return None
-
-    def _run_here(self) -> None:
-        """(claim held) Run the queue until it is empty; release the claim."""
-        q = self._q
-        me = threading.get_ident()
-        while True:
-            self._runner = me
-            try:
-                while q:
-                    try:
-                        f, a = q.popleft()
-                    except IndexError:       # stop() cleared the queue meanwhile
-                        break
-                    self._call(f, a)
-            finally:
-                self._runner = 0
-                self._claim.release()
-                if self._drainers:
-                    with self._idle:
-                        self._idle.notify_all()
-            # a task queued after our last look by a submitter that found the claim taken: ours to run
-            if not q or not self._running or not self._claim.acquire(False):
-                return
-
-    def _call(self, fn: Callable[..., Any], args: tuple) -> None:
-        try:
-            fn(*args)
-        except Exception:  # noqa: BLE001 - a failing callback must not stop delivery or kill its thread
-            log.exception("%s: task %r failed", self.name, getattr(fn, "__name__", fn))
-
-    def in_thread(self) -> bool:
-        """Whether the calling thread is the one running tasks (the executor's, or a submitter's right now)."""
-        return threading.current_thread() is self._thread or (self._runner != 0 and
-                                                              threading.get_ident() == self._runner)
+    # submit, enqueue, run_pending, in_thread, pending: SerialCore (C), documented there
 
     def _run(self) -> None:
-        q = self._q
-        claim = self._claim
+        self._thread_ident = threading.get_ident()
         while True:
-            while q:
-                self._busy = True            # before the pop: drain() never sees an empty queue and no task
-                claim.acquire()              # a submitter may be running tasks: it goes first
-                try:
-                    while q:
-                        try:
-                            fn, args = q.popleft()
-                        except IndexError:   # stop() cleared the queue meanwhile
-                            break
-                        self._call(fn, args)
-                finally:
-                    claim.release()
-            self._busy = False
+            self.run_queue()
             if self._drainers:
                 with self._idle:
                     self._idle.notify_all()
@@ -223,10 +108,6 @@ class SerialExecutor:
 
     def _has_work(self) -> bool:
         return bool(self._q) or not self._running
-
-    @property
-    def pending(self) -> int:
-        return len(self._q)
 
     def drain(self, timeout: float = 5.0) -> bool:
         """Wait until everything submitted so far has run (not from the executor's own thread)."""

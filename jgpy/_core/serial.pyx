@@ -1,0 +1,172 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The per-task path of :class:`jgpy.stack.executor.SerialExecutor` in C.
+
+Every delivered batch goes through ``enqueue`` + ``run_pending`` (or the executor thread's loop), and the
+channel asks ``in_thread`` for each one: as Python methods these were five frames per batch, a measurable part
+of a round trip. The semantics are documented on ``SerialExecutor``; this is their only implementation.
+"""
+
+import logging
+import threading
+from collections import deque
+
+from cpython.pythread cimport PyThread_get_thread_ident
+
+log = logging.getLogger("jgpy.executor")
+
+relays = threading.local()
+"""Per receive thread: ``relays.pair`` = (hand_over, take_back), set by ``executor.register_relay``."""
+
+
+def _yes() -> bool:
+    return True
+
+
+def _nothing() -> None:
+    pass
+
+
+cdef tuple _NO_RELAY = (_yes, _nothing)
+
+
+cdef class SerialCore:
+    """Queue, claim and task running of a serial executor (see ``SerialExecutor``, its subclass, which owns
+    the thread). ``_runner``: the thread id of a submitter running tasks (0: none)."""
+
+    cdef public str name
+    cdef public bint caller_runs
+    cdef public bint relay
+    cdef public object _q                 # deque of (fn, args)
+    cdef public object _wakeup            # executor.Wakeup of the executor's thread
+    cdef public bint _running
+    cdef public bint _busy
+    cdef public object _claim             # threading.Lock: held by whoever runs tasks
+    cdef public unsigned long _runner
+    cdef public unsigned long _thread_ident   # the executor's own thread (0 until it runs)
+    cdef public int _drainers
+    cdef public object _idle              # threading.Condition, for drain() only
+    cdef object _append, _popleft, _acquire, _release
+
+    def __init__(self, str name, bint caller_runs=False, bint relay=False, wakeup=None):
+        self.name = name
+        self.caller_runs = caller_runs
+        self.relay = relay
+        self._q = deque()
+        self._append = self._q.append
+        self._popleft = self._q.popleft
+        self._wakeup = wakeup
+        self._running = True
+        self._busy = False
+        self._claim = threading.Lock()
+        self._acquire = self._claim.acquire
+        self._release = self._claim.release
+        self._runner = 0
+        self._thread_ident = 0
+        self._drainers = 0
+        self._idle = threading.Condition()
+
+    def submit(self, fn, *args) -> None:
+        """Queue ``fn(*args)``; the calling thread runs it (and what is queued) when it may (see the class doc).
+        Not while holding a lock that other submitters take: use :meth:`enqueue` there."""
+        if self._enqueue(fn, args):
+            self.run_pending()
+
+    def enqueue(self, fn, *args) -> bool:
+        """Queue ``fn(*args)`` without running anything. The ordering protocols call this under the lock that
+        orders their hand-overs, so the queue keeps that order. Returns True when the calling thread may run
+        tasks: it should then call :meth:`run_pending` once it has released its locks (tasks run the
+        application, which must not run under a protocol's lock)."""
+        return self._enqueue(fn, args)
+
+    cdef bint _enqueue(self, fn, tuple args) except -1:
+        if not self._running:
+            return False
+        self._append((fn, args))
+        if self._relay_pair() is not None:
+            return True
+        if self._wakeup.sleeping:            # read after the append (see Wakeup)
+            self._wakeup.wake()
+        return False
+
+    def run_pending(self) -> None:
+        """Run what is queued in the calling thread, if it may run tasks and nobody else is running them (they
+        look at the queue again when they stop); a relay that refuses leaves them to the executor's thread."""
+        cdef object relay = self._relay_pair()
+        if relay is None or not self._q or not self._acquire(False):
+            return
+        if not (<tuple>relay)[0]():          # refused (a stream on our socket): the executor's thread runs them
+            self._release()
+            if self._wakeup.sleeping:
+                self._wakeup.wake()
+            return
+        try:
+            self._run_here()
+        finally:
+            (<tuple>relay)[1]()
+
+    cdef object _relay_pair(self):
+        """The calling thread's (hand_over, take_back) if it may run tasks, else None."""
+        cdef object pair
+        if self.relay or self.caller_runs:
+            pair = getattr(relays, "pair", None)
+            if pair is None and self.caller_runs:
+                return _NO_RELAY
+            return pair
+        return None
+
+    cdef int _run_here(self) except -1:
+        """(claim held) Run the queue until it is empty; release the claim."""
+        q = self._q
+        cdef unsigned long me = PyThread_get_thread_ident()
+        while True:
+            self._runner = me
+            try:
+                while q:
+                    try:
+                        f, a = self._popleft()
+                    except IndexError:       # stop() cleared the queue meanwhile
+                        break
+                    self._call(f, a)
+            finally:
+                self._runner = 0
+                self._release()
+                if self._drainers:
+                    with self._idle:
+                        self._idle.notify_all()
+            # a task queued after our last look by a submitter that found the claim taken: ours to run
+            if not q or not self._running or not self._acquire(False):
+                return 0
+
+    cdef int _call(self, fn, tuple args) except -1:
+        try:
+            fn(*args)
+        except Exception:  # a failing callback must not stop delivery or kill its thread
+            log.exception("%s: task %r failed", self.name, getattr(fn, "__name__", fn))
+        return 0
+
+    cpdef bint in_thread(self):
+        """Whether the calling thread is the one running tasks (the executor's, or a submitter's right now)."""
+        cdef unsigned long me = PyThread_get_thread_ident()
+        return me == self._thread_ident or (self._runner != 0 and me == self._runner)
+
+    def run_queue(self) -> None:
+        """(the executor's thread) Run the queue until it is empty, taking the claim (a submitter may be running
+        tasks: it goes first)."""
+        q = self._q
+        while q:
+            self._busy = True                # before the pop: drain() never sees an empty queue and no task
+            self._acquire()
+            try:
+                while q:
+                    try:
+                        fn, args = self._popleft()
+                    except IndexError:       # stop() cleared the queue meanwhile
+                        break
+                    self._call(fn, args)
+            finally:
+                self._release()
+        self._busy = False
+
+    @property
+    def pending(self) -> int:
+        return len(self._q)
