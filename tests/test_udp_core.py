@@ -308,7 +308,12 @@ class RelayHandler:
         name = threading.current_thread().name
         self.by_thread.setdefault(name, []).extend(datagrams)
         self.got(datagrams, sources)
-        if b"block" in datagrams:
+        twice = b"twice" in datagrams              # a short hand-over first, then "block" in the same batch
+        if twice:
+            hand_over, take_back = self.pairs[name]
+            if hand_over():
+                take_back()                        # its epoll_ctl calls are still to be made by the loop
+        if twice or b"block" in datagrams:
             hand_over, take_back = self.pairs[name]
             ok = hand_over()
             self.handed.append(ok)
@@ -355,6 +360,36 @@ def test_relay_loop_reads_with_one_thread_until_it_hands_the_socket_over(net):
     assert sorted(h.got.datagrams) == sorted([b"a%d" % i for i in range(50)] + [b"block"] +
                                              [b"b%d" % i for i in range(50)] + [b"c%d" % i for i in range(20)])
     assert loop.stats["handovers"] == 1
+    assert loop.stop() is True and not loop.running
+
+
+def test_relay_loop_hands_over_again_before_the_loop_has_re_armed_after_take_back(net):
+    """take_back() leaves the epoll_ctl calls to the loop (after the GIL is released): a second hand_over() in
+    the same batch carries them out first, so the twin reads while the handler blocks and the first thread
+    owns the socket again afterwards. Nothing is lost."""
+    rx, tx = net.udp(), net.udp()
+    h = RelayHandler()
+    loop = net.loop(rx, h, threads=2, on_thread=h.on_thread, name="relay", relay_gap_us=0)
+    deadline = time.monotonic() + 10
+    while len(h.pairs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dest = rx.getsockname()
+    tx.sendto(b"twice", dest)                             # hand over, take back, hand over again and block
+    assert h.blocked.wait(10) and h.handed == [True]
+    assert h.by_thread.get("relay-2") is None
+    for i in range(30):
+        tx.sendto(b"b%d" % i, dest)
+    assert h.got.wait_count(31)
+    assert h.by_thread["relay-2"] == [b"b%d" % i for i in range(30)]   # the twin reads while the owner blocks
+    h.release.set()
+    time.sleep(0.05)
+    n = len(h.by_thread["relay"])
+    for i in range(20):
+        tx.sendto(b"c%d" % i, dest)
+        time.sleep(0.0005)
+    assert h.got.wait_count(51)
+    assert len(h.by_thread["relay"]) == n + 20            # the first thread owns the socket again
+    assert loop.stats["handovers"] == 2
     assert loop.stop() is True and not loop.running
 
 

@@ -323,6 +323,7 @@ cdef class _Reader:
     cdef int _fd, _epfd, _poll_ms     # _fd, _poll_ms: copies of the loop's, for the nogil code
     cdef unsigned int _batch
     cdef bint _handed                 # hand_over() gave the socket away; take_back() takes it back
+    cdef int _rearm_from              # take_back() left the re-arming to run(): the epoll to disarm (-1: none)
     cdef PyObject** _slots            # one bytes object of bufsize per vector slot (owned references)
     cdef mmsghdr* _msgs
     cdef iovec* _iovs
@@ -336,6 +337,7 @@ cdef class _Reader:
         cdef unsigned int i, n = loop._batch
         cdef epoll_event ev
         self._epfd = -1
+        self._rearm_from = -1
         self._loop = loop
         self._index = index
         self._fd, self._poll_ms, self._batch = loop._fd, loop._poll_ms, loop._batch
@@ -438,6 +440,7 @@ cdef class _Reader:
             return False
         if loop._owner != self._index or len(loop._readers) < 2:
             return True
+        self._rearm()                             # a take_back() of this batch not carried out yet: now
         nxt = (self._index + 1) % len(loop._readers)
         other = loop._readers[nxt]
         _arm(other._epfd, self._fd, True)         # never a moment with nobody armed
@@ -449,7 +452,13 @@ cdef class _Reader:
 
     def take_back(self):
         """After the code that may block: this reader owns the socket again (it is hot, and a datagram that
-        came meanwhile is read by it without a wake-up). Does nothing unless :meth:`hand_over` gave it away."""
+        came meanwhile is read by it without a wake-up). Does nothing unless :meth:`hand_over` gave it away.
+
+        Only the ownership changes here; the two ``epoll_ctl`` calls that move the socket's registration are
+        made by this reader's loop once it has released the GIL, before it waits again (the previous owner
+        stays armed meanwhile, so the socket is never unwatched; only the owner re-arms, so nobody else moves
+        the registration in between). The GIL is then free that much sooner for the thread the
+        application just woke."""
         cdef DatagramLoop loop = self._loop
         cdef _Reader owner
         if not self._handed:
@@ -458,9 +467,16 @@ cdef class _Reader:
         if loop._owner == self._index:
             return
         owner = loop._readers[loop._owner]
-        _arm(self._epfd, self._fd, True)
-        _arm(owner._epfd, self._fd, False)        # if it is reading already, it finishes its batch
         loop._owner = self._index
+        self._rearm_from = owner._epfd
+
+    cdef void _rearm(self) noexcept nogil:
+        """The re-arming :meth:`take_back` left to the loop: armed here, then disarmed in the previous owner's
+        epoll (if it is reading already, it finishes its batch)."""
+        if self._rearm_from >= 0:
+            _arm(self._epfd, self._fd, True)
+            _arm(self._rearm_from, self._fd, False)
+            self._rearm_from = -1
 
     cdef int _receive(self, bint skip_wait, int* err) noexcept nogil:
         """Waits for and reads one batch.  > 0: datagrams read; 0: nothing (timeout, EAGAIN, EINTR,
@@ -538,6 +554,7 @@ cdef class _Reader:
                 loop._on_thread(self.hand_over, self.take_back)
             while not loop._stopping:
                 with nogil:
+                    self._rearm()
                     if dense and not full:
                         _sleep_us(loop._coalesce_us)
                     n = self._receive(full, &err)
@@ -560,6 +577,7 @@ cdef class _Reader:
                 if n <= 0 and loop._sock.fileno() != loop._fd:
                     break           # socket.close(): its descriptor may already be reused, stop reading it
         finally:
+            self._rearm()
             loop._last_hand_over_ns = 0
             self.hand_over()                      # if the socket is ours, the others go on reading it
             loop._running -= 1
@@ -592,7 +610,8 @@ cdef class DatagramLoop:
     when the previous one was less than ``relay_gap_us`` ago: in a stream the two threads would take turns for
     every batch, so the blocking work is better left to a thread of its own.  ``on_thread(hand_over, take_back)`` is
     called on each thread when it starts (e.g. to register them with a delivery executor).  Each costs two
-    ``epoll_ctl`` calls and wakes no thread unless a datagram is waiting or comes.
+    ``epoll_ctl`` calls (``take_back``'s are made once the thread has released the GIL) and wakes no thread
+    unless a datagram is waiting or comes.
 
     ``coalesce_us`` > 0: while batches arrive less than ``2 * coalesce_us`` apart (a dense stream, e.g. the
     per-message ACKs of a Java receiver), the thread sleeps that long after a batch that did not fill the
