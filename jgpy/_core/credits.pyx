@@ -110,3 +110,61 @@ cdef class CreditTable:
 
     def __repr__(self) -> str:
         return f"CreditTable({dict(self.items())}, lowest={self._lowest})"
+
+
+cdef class ReceiverCredits:
+    """What each sender may still send us before we owe it credits (the receiving half of UFC/MFC).
+
+    ``left`` = {sender: bytes}; a sender that is not a member is not counted. Every method is one C call that
+    releases no lock in between, so it is atomic under the GIL (no lock of its own)."""
+
+    cdef public dict left
+    cdef readonly int64_t max_credits
+    cdef readonly int64_t min_credits
+
+    def __init__(self, int64_t max_credits, int64_t min_credits):
+        self.left = {}
+        self.max_credits = max_credits
+        self.min_credits = min_credits
+
+    cpdef int64_t consumed(self, object sender, int64_t length):
+        """Account ``length`` bytes from ``sender``; returns the credits to send back now (0: none)."""
+        cdef object cur = self.left.get(sender)
+        cdef int64_t left
+        if cur is None or length == 0:
+            return 0
+        left = <int64_t>cur - length
+        if left < 0:
+            left = 0
+        if left <= self.min_credits:
+            self.left[sender] = self.max_credits
+            return self.max_credits - left
+        self.left[sender] = left
+        return 0
+
+    def consumed_all(self, dict counted):
+        """:meth:`consumed` for each ``{sender: bytes}`` of a delivered batch: ``[(sender, credits to send)]``
+        (usually empty)."""
+        cdef list out = []
+        cdef int64_t c
+        for sender, length in counted.items():
+            c = self.consumed(sender, length)
+            if c > 0:
+                out.append((sender, c))
+        return out
+
+    def requested(self, object sender, int64_t credits) -> bool:
+        """A sender asked for ``credits``: it gets them (capped at max_credits); False for a non-member."""
+        cdef object cur = self.left.get(sender)
+        cdef int64_t v
+        if cur is None:
+            return False
+        v = <int64_t>cur + credits
+        self.left[sender] = v if v < self.max_credits else self.max_credits
+        return True
+
+    def set_members(self, mbrs) -> None:
+        for m in mbrs:
+            self.left.setdefault(m, self.max_credits)
+        for m in [m for m in self.left if m not in mbrs]:
+            del self.left[m]

@@ -23,6 +23,7 @@ from jgpy._core.credits import CreditTable
 from jgpy._core.headers import FcHeader
 from jgpy._core.jg212 import JavaObject, object_to_buffer
 from jgpy._core.message import Message
+from jgpy._core.credits import ReceiverCredits
 from jgpy._core.sendpath import CreditSend
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_bool, to_float, to_int, to_size
@@ -30,44 +31,6 @@ from jgpy.stack.protocol import UP_HEADER, UP_MULTICASTS, UP_UNICASTS, Protocol
 
 REPLENISH, CREDIT_REQUEST = FcHeader.REPLENISH, FcHeader.CREDIT_REQUEST
 NO_FC = Message.NO_FC
-
-
-class ReceiverCredits:
-    """What each sender may still send us before we owe it credits (``FlowControl.Credit`` of ``received``)."""
-
-    def __init__(self, max_credits: int, min_credits: int):
-        self.max_credits = max_credits
-        self.min_credits = min_credits
-        self.left: dict = {}
-        self._lock = threading.Lock()
-
-    def consumed(self, sender, length: int) -> int:
-        """Account ``length`` bytes from ``sender``; returns the credits to send back now (0: none)."""
-        with self._lock:
-            left = self.left.get(sender)
-            if left is None or length == 0:
-                return 0
-            left = max(0, left - length)
-            if left <= self.min_credits:
-                self.left[sender] = self.max_credits
-                return min(self.max_credits, self.max_credits - left)
-            self.left[sender] = left
-            return 0
-
-    def requested(self, sender, credits: int) -> bool:
-        with self._lock:
-            left = self.left.get(sender)
-            if left is None:
-                return False
-            self.left[sender] = min(self.max_credits, left + credits)
-            return True
-
-    def set_members(self, mbrs) -> None:
-        with self._lock:
-            for m in mbrs:
-                self.left.setdefault(m, self.max_credits)
-            for m in [m for m in self.left if m not in mbrs]:
-                del self.left[m]
 
 
 class FlowControl(Protocol):
@@ -183,18 +146,18 @@ class FlowControl(Protocol):
         if not counted:                          # nothing we grant credits for (e.g. unicasts, for MFC)
             self.up_prot.up_batch(rest)
             return
-        tl = self._tl
-        prev = getattr(tl, "delivering", False)
-        if self.ignore_synchronous_response:
+        tl = self._tl if self.ignore_synchronous_response else None
+        if tl is not None:
+            prev = getattr(tl, "delivering", False)
             tl.delivering = True
         try:
             self.up_prot.up_batch(rest)
         finally:
-            tl.delivering = prev
-            for sender, length in counted.items():
-                credits = self.received.consumed(sender, length)
-                if credits > 0:
-                    self.send_credit(sender, credits)
+            if tl is not None:
+                tl.delivering = prev
+            owed = self.received.consumed_all(counted)
+            for sender, credits in owed:
+                self.send_credit(sender, credits)
 
     def down(self, evt: Event) -> Any:
         if evt.type == EventType.VIEW_CHANGE:
