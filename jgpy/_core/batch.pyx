@@ -4,12 +4,13 @@ Python makes one call per batch instead of one per message."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from libc.stdint cimport uint32_t
+from libc.stdint cimport int64_t, uint32_t
 from libc.string cimport memcmp, memset
 
 from jgpy._core.message cimport Message
 from jgpy._core.headers cimport TpHeader
 from jgpy._core.wire import utf_encode
+from jgpy.errors import IncompatibleVersionError, WireFormatError
 
 
 cdef inline bint _has(Message m, int id):
@@ -159,6 +160,92 @@ def filter_transport(list msgs, int tp_id, bytes cluster_utf, object drop_src, b
             continue
         kept.append(m)
     return kept, no_hdr, other, own
+
+
+
+cdef class TransportReceive:
+    """``TP.receive_datagrams`` in C: the datagrams one socket read in a batch are decoded into messages,
+    the transport's checks run (:func:`filter_transport`) and what is kept goes up as one batch.
+
+    The common path's two counters live here (``datagrams_received``, ``msgs_received``); the rare drops are
+    reported to the protocol, which counts and logs them: ``bad_datagram(kind, data, source, error)`` with
+    kind "version" or "malformed", ``dropped(kind, count)`` for "own_bundles", "no_tp_header",
+    "other_cluster" and "own_mcast", and ``up_failed(count, error)`` when the layer above raised."""
+
+    cdef public object owner              # the TP protocol: its header, cluster, address, dialect, up_prot
+    cdef public int64_t datagrams_received
+    cdef public int64_t msgs_received
+    cdef public object bad_datagram
+    cdef public object dropped
+    cdef public object up_failed
+
+    def __init__(self, owner, bad_datagram, dropped, up_failed):
+        self.owner = owner
+        self.bad_datagram = bad_datagram
+        self.dropped = dropped
+        self.up_failed = up_failed
+
+    def receive_unicasts(self, list datagrams, sources) -> None:
+        """The unicast socket's loop handler."""
+        self.receive(datagrams, sources, False)
+
+    def receive_multicasts(self, list datagrams, sources) -> None:
+        """The multicast socket's loop handler."""
+        self.receive(datagrams, sources, True)
+
+    cpdef receive(self, list datagrams, sources, bint multicast):
+        """A batch of datagrams, all multicast or all unicast."""
+        cdef object tp = self.owner
+        cdef Py_ssize_t i, n = PyList_GET_SIZE(datagrams)
+        cdef Py_ssize_t skipped = 0
+        cdef bytes own = None
+        cdef list msgs = []
+        cdef bint check
+        self.datagrams_received += n
+        if tp._tp_header is None:
+            return None
+        decode = tp.stack.dialect.decode_messages
+        check = tp.discard_incompatible_packets
+        if multicast and tp.loopback:
+            own = tp.own_bundle_prefix
+        for i in range(n):
+            data = <object>PyList_GET_ITEM(datagrams, i)
+            if own is not None and type(data) is bytes and data.startswith(own):
+                skipped += 1                  # our own bundle back from the kernel: its messages went up
+                continue                      # through loopback already
+            try:
+                decode(data, msgs, check)
+            except IncompatibleVersionError as e:
+                self.bad_datagram("version", data, _source(sources, i), e)
+            except WireFormatError as e:
+                self.bad_datagram("malformed", data, _source(sources, i), e)
+        if skipped:
+            self.dropped("own_bundles", skipped)
+        if not msgs:
+            return None
+        kept, no_hdr, other, own_mcast = filter_transport(msgs, tp.id, tp._cluster_utf, tp.local_addr,
+                                                          tp.loopback and multicast)
+        if no_hdr:
+            self.dropped("no_tp_header", no_hdr)
+        if other:
+            self.dropped("other_cluster", other)
+        if own_mcast:
+            self.dropped("own_mcast", own_mcast)
+        if not kept:
+            return None
+        self.msgs_received += PyList_GET_SIZE(kept)
+        try:
+            tp.up_prot.up_batch(kept)
+        except Exception as e:                # never let a protocol error kill a receive thread
+            self.up_failed(PyList_GET_SIZE(kept), e)
+        return None
+
+
+cdef object _source(sources, Py_ssize_t i):
+    try:
+        return sources[i]
+    except Exception:
+        return None
 
 
 DEF MAX_GATED = 32

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from jgpy._core.address import IpAddress
-from jgpy._core.batch import filter_transport
+from jgpy._core.batch import TransportReceive
 from jgpy._core.headers import TpHeader
 from jgpy._core.message import Message
 from jgpy._core.sendpath import Handoff, TransportSend
@@ -151,6 +151,8 @@ class TP(Protocol):
         self._send_core = TransportSend(self, 0, None, self._not_connected, self._send_single, self._send_physical,
                                         IpAddress)
         self.down_msg = self._send_core.down_msg
+        # the receive path is the C core TransportReceive (jgpy/_core/batch.pyx); the rare drops come back here
+        self._recv_core = TransportReceive(self, self._bad_datagram, self._dropped, self._up_failed)
         self.counters = {"msgs_sent": 0, "bytes_sent": 0, "msgs_received": 0, "datagrams_received": 0,
                          "dropped_version": 0, "dropped_malformed": 0, "dropped_other_cluster": 0,
                          "dropped_no_tp_header": 0, "dropped_own_mcast": 0, "dropped_no_physical_addr": 0,
@@ -299,54 +301,38 @@ class TP(Protocol):
     # ---- receiving ----
 
     def receive_datagrams(self, datagrams: list, sources, multicast: bool) -> None:
-        """Called by the socket loops with a batch of datagrams (all multicast, or all unicast)."""
+        """Called by the socket loops with a batch of datagrams (all multicast, or all unicast): decoded,
+        checked and passed up as one batch by the C core (``self._recv_core``, which the loops may call
+        directly)."""
+        self._recv_core.receive(datagrams, sources, multicast)
+
+    def _bad_datagram(self, kind: str, data, source, error: Exception) -> None:
         c = self.counters
-        c["datagrams_received"] += len(datagrams)
-        if self._tp_header is None:
-            return
-        msgs: list = []
-        dialect = self.stack.dialect
-        check = self.discard_incompatible_packets
-        own = self.own_bundle_prefix if multicast and self.loopback else None
-        for i, data in enumerate(datagrams):
-            if own is not None and data.startswith(own):     # our own bundle, back from the kernel: its messages
-                c["dropped_own_bundles"] += 1                # went up through loopback already
-                continue
-            try:
-                dialect.decode_messages(data, msgs, check)
-            except IncompatibleVersionError as e:
-                c["dropped_version"] += 1
-                self._rl.warning("version", "%s: dropped a datagram from %s: %s", self.local_addr,
-                                 _src(sources, i), e)
-            except WireFormatError as e:
-                c["dropped_malformed"] += 1
-                self._rl.warning("malformed", "%s: dropped a malformed datagram (%d bytes) from %s: %s",
-                                 self.local_addr, len(data), _src(sources, i), e)
-        if not msgs:
-            return
-        kept, no_hdr, other, own = filter_transport(msgs, self.id, self._cluster_utf, self.local_addr,
-                                                    self.loopback and multicast)
-        if no_hdr:
-            c["dropped_no_tp_header"] += no_hdr
+        if kind == "version":
+            c["dropped_version"] += 1
+            self._rl.warning("version", "%s: dropped a datagram from %s: %s", self.local_addr, _src(source), error)
+        else:
+            c["dropped_malformed"] += 1
+            self._rl.warning("malformed", "%s: dropped a malformed datagram (%d bytes) from %s: %s",
+                             self.local_addr, len(data), _src(source), error)
+
+    def _dropped(self, kind: str, count: int) -> None:
+        self.counters[f"dropped_{kind}"] += count
+        if kind == "no_tp_header":
             self._rl.error("no-tp-header", "%s: dropped %d message(s) without a transport header",
-                           self.local_addr, no_hdr)
-        if other:
-            c["dropped_other_cluster"] += other
-            if self.log_discard_msgs:
-                self._rl.warning("other-cluster", "%s: discarded %d message(s) from a different cluster "
-                                 "(ours is %r)", self.local_addr, other, self.stack.cluster_name)
-        c["dropped_own_mcast"] += own
-        if not kept:
-            return
-        c["msgs_received"] += len(kept)
-        try:
-            self.up_prot.up_batch(kept)
-        except Exception:  # noqa: BLE001 - never let a protocol error kill a receive thread
-            c["up_errors"] += 1
-            self.log.exception("%s: failed passing %d message(s) up", self.local_addr, len(kept))
+                           self.local_addr, count)
+        elif kind == "other_cluster" and self.log_discard_msgs:
+            self._rl.warning("other-cluster", "%s: discarded %d message(s) from a different cluster "
+                             "(ours is %r)", self.local_addr, count, self.stack.cluster_name)
+
+    def _up_failed(self, count: int, error: Exception) -> None:
+        self.counters["up_errors"] += 1
+        self.log.error("%s: failed passing %d message(s) up", self.local_addr, count, exc_info=error)
 
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
+        d["datagrams_received"] += self._recv_core.datagrams_received
+        d["msgs_received"] += self._recv_core.msgs_received
         core = self._send_core
         d["msgs_sent"] += core.msgs_sent
         d["bytes_sent"] += core.bytes_sent
@@ -355,9 +341,9 @@ class TP(Protocol):
         return d
 
 
-def _src(sources, i) -> str:
+def _src(source) -> str:
     try:
-        host, port = sources[i][:2]
+        host, port = source[:2]
         return f"{host}:{port}"
     except Exception:  # noqa: BLE001
         return "?"

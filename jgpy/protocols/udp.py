@@ -10,7 +10,6 @@ socket between them when the thread pools are enabled, see ``TP.relay_delivery``
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import socket
 from typing import Any
@@ -98,9 +97,9 @@ class UDP(TP):
         loop_args = {"batch": self.recv_batch, "coalesce_us": self.recv_coalesce_us, "threads": 2 if relay else 1,
                      "on_thread": register_relay if relay else None}
         self._loops = [
-            DatagramLoop(self.ucast_sock, functools.partial(self.receive_datagrams, multicast=False),
+            DatagramLoop(self.ucast_sock, self._recv_core.receive_unicasts,
                          name=f"jgpy-ucast-{port}", **loop_args),
-            DatagramLoop(self.mcast_sock, functools.partial(self.receive_datagrams, multicast=True),
+            DatagramLoop(self.mcast_sock, self._recv_core.receive_multicasts,
                          name=f"jgpy-mcast-{port}", **loop_args),
         ]
         for loop in self._loops:
