@@ -97,3 +97,20 @@ def test_random_operations_match_a_plain_model():
         probe = rng.choice(pool)
         assert t.get(probe) == model.get(probe)
         assert sorted(t.below(2000), key=str) == sorted([(m, c) for m, c in model.items() if c <= 2000], key=str)
+
+
+def test_receiver_credits_owe_a_sender_what_it_spent_once_it_drops_to_the_threshold():
+    from jgpy._core.credits import ReceiverCredits
+    rc = ReceiverCredits(1000, 400)
+    rc.set_members(["A", "B"])
+    assert rc.consumed("A", 500) == 0 and rc.left["A"] == 500
+    assert rc.consumed("A", 100) == 600 and rc.left["A"] == 1000     # at the threshold: all it spent, replenished
+    assert rc.consumed("A", 5000) == 1000 and rc.left["A"] == 1000   # overspent: never more than max_credits
+    assert rc.consumed("C", 900) == 0 and "C" not in rc.left          # not a member: not counted
+    assert rc.consumed("B", 0) == 0 and rc.left["B"] == 1000
+    assert rc.consumed_all({"A": 300, "B": 700, "C": 50}) == [("B", 700)] and rc.left["A"] == 700
+    assert rc.requested("A", 200) and rc.left["A"] == 900
+    assert rc.requested("A", 5000) and rc.left["A"] == 1000           # capped
+    assert not rc.requested("C", 10)
+    rc.set_members(["B", "D"])
+    assert rc.left == {"B": 1000, "D": 1000}
