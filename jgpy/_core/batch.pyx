@@ -162,7 +162,6 @@ def filter_transport(list msgs, int tp_id, bytes cluster_utf, object drop_src, b
     return kept, no_hdr, other, own
 
 
-
 cdef class TransportReceive:
     """``TP.receive_datagrams`` in C: the datagrams one socket read in a batch are decoded into messages,
     the transport's checks run (:func:`filter_transport`) and what is kept goes up as one batch.

@@ -19,11 +19,10 @@ import time
 from typing import Any
 
 from jgpy._core.batch import credit_lengths
-from jgpy._core.credits import CreditTable
+from jgpy._core.credits import CreditTable, ReceiverCredits
 from jgpy._core.headers import FcHeader
 from jgpy._core.jg212 import JavaObject, object_to_buffer
 from jgpy._core.message import Message
-from jgpy._core.credits import ReceiverCredits
 from jgpy._core.sendpath import CreditSend
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_bool, to_float, to_int, to_size
