@@ -7,6 +7,8 @@ JAR ?= /usr/share/java/jgroups.jar
 CLASSES := interop/build/classes
 JAVA_SRC := $(shell find interop/src -name '*.java' 2>/dev/null)
 PYTEST_ARGS ?=
+# two pytest workers (pytest-xdist), each test file on one of them: most tests wait on timers and peers
+TEST_WORKERS ?= 2
 
 .PHONY: all demo test bench wheel build deps java-peer interop clean distclean
 
@@ -47,7 +49,7 @@ $(CLASSES)/.stamp: $(JAVA_SRC) | java-peer
 interop: $(CLASSES)/.stamp
 
 test: build interop
-	$(VPY) -m pytest tests --durations=20 $(PYTEST_ARGS)
+	$(VPY) -m pytest tests --durations=20 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 demo: build interop
 	$(VPY) -m jgpy demo
