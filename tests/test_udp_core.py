@@ -325,6 +325,19 @@ class RelayHandler:
                     take_back()
 
 
+def _release_and_check_taken_back(h, tx, dest, total: int) -> None:
+    """Release the blocked handler, send 20 datagrams c0..c19 (``total`` datagrams so far with them): the
+    first thread, which took the socket back, reads all 20."""
+    h.release.set()
+    time.sleep(0.05)
+    n = len(h.by_thread["relay"])
+    for i in range(20):
+        tx.sendto(b"c%d" % i, dest)
+        time.sleep(0.0005)
+    assert h.got.wait_count(total)
+    assert len(h.by_thread["relay"]) == n + 20            # taken back: the first thread reads again
+
+
 def test_relay_loop_reads_with_one_thread_until_it_hands_the_socket_over(net):
     """threads=2: without a hand-over only the owner reads; while it blocks after hand_over() the other thread
     reads every datagram that comes; after take_back() the first thread owns the socket again. Nothing is lost."""
@@ -349,14 +362,7 @@ def test_relay_loop_reads_with_one_thread_until_it_hands_the_socket_over(net):
         tx.sendto(b"b%d" % i, dest)
     assert h.got.wait_count(101)
     assert h.by_thread["relay-2"] == [b"b%d" % i for i in range(50)]   # read while the first thread blocks
-    h.release.set()
-    time.sleep(0.05)
-    n = len(h.by_thread["relay"])
-    for i in range(20):
-        tx.sendto(b"c%d" % i, dest)
-        time.sleep(0.0005)
-    assert h.got.wait_count(121)
-    assert len(h.by_thread["relay"]) == n + 20            # taken back: the first thread reads again
+    _release_and_check_taken_back(h, tx, dest, 121)
     assert sorted(h.got.datagrams) == sorted([b"a%d" % i for i in range(50)] + [b"block"] +
                                              [b"b%d" % i for i in range(50)] + [b"c%d" % i for i in range(20)])
     assert loop.stats["handovers"] == 1
@@ -381,14 +387,7 @@ def test_relay_loop_hands_over_again_before_the_loop_has_re_armed_after_take_bac
         tx.sendto(b"b%d" % i, dest)
     assert h.got.wait_count(31)
     assert h.by_thread["relay-2"] == [b"b%d" % i for i in range(30)]   # the twin reads while the owner blocks
-    h.release.set()
-    time.sleep(0.05)
-    n = len(h.by_thread["relay"])
-    for i in range(20):
-        tx.sendto(b"c%d" % i, dest)
-        time.sleep(0.0005)
-    assert h.got.wait_count(51)
-    assert len(h.by_thread["relay"]) == n + 20            # the first thread owns the socket again
+    _release_and_check_taken_back(h, tx, dest, 51)
     assert loop.stats["handovers"] == 2
     assert loop.stop() is True and not loop.running
 

@@ -449,10 +449,7 @@ cdef class TransportSend(SendCore):
         if self.tp_header is None:
             self.not_connected(msg)
             return None
-        if msg._find(self.prot_id) < 0:
-            msg.put(self.prot_id, self.tp_header)
-        if msg.src is None:
-            msg.src = self.local_addr
+        self._stamp(msg)
         dest = msg.dest
         if dest is not None and isinstance(dest, self.physical_type):
             self.send_physical(msg)
@@ -505,25 +502,31 @@ cdef class TransportSend(SendCore):
         if physical is None:
             return False
         for m in (first, msg):
-            if m._find(self.prot_id) < 0:
-                m.put(self.prot_id, self.tp_header)
-            if m.src is None:
-                m.src = self.local_addr
+            self._stamp(m)
             self.msgs_sent += 1
             self.bytes_sent += m._len
         w = self._writer(msg)
         self.dialect.write_list(w, dest, self.local_addr, [first, msg], False)
         self.pairs_sent += 1
-        try:
-            self.ucast_sender.send_raw(<const char*>w._buf, <size_t>w._len, physical)
-        except OSError as e:
-            self.unicast_failed(e, w._len, physical)
-        self._keep(w)
+        self._send_written(w, physical)
         return True
 
     cdef int _send_unicast(self, Message msg, object physical) except -1:
         cdef Writer w = self._writer(msg)
         self.dialect.write_single(w, msg, False)
+        self._send_written(w, physical)
+        return 0
+
+    cdef inline int _stamp(self, Message m) except -1:
+        """The transport header (the cluster name) and our address as the source, unless already set."""
+        if m._find(self.prot_id) < 0:
+            m.put(self.prot_id, self.tp_header)
+        if m.src is None:
+            m.src = self.local_addr
+        return 0
+
+    cdef int _send_written(self, Writer w, object physical) except -1:
+        """Send the datagram encoded in ``w`` to ``physical`` (a failure is logged), then keep ``w``."""
         try:
             self.ucast_sender.send_raw(<const char*>w._buf, <size_t>w._len, physical)
         except OSError as e:

@@ -121,12 +121,7 @@ cdef class SerialCore:
         while True:
             self._runner = me
             try:
-                while q:
-                    try:
-                        f, a = self._popleft()
-                    except IndexError:       # stop() cleared the queue meanwhile
-                        break
-                    self._call(f, a)
+                self._run_queued()
             finally:
                 self._runner = 0
                 self._release()
@@ -136,6 +131,17 @@ cdef class SerialCore:
             # a task queued after our last look by a submitter that found the claim taken: ours to run
             if not q or not self._running or not self._acquire(False):
                 return 0
+
+    cdef int _run_queued(self) except -1:
+        """(claim held) Run tasks until the queue is empty."""
+        q = self._q
+        while q:
+            try:
+                fn, args = self._popleft()
+            except IndexError:               # stop() cleared the queue meanwhile
+                break
+            self._call(fn, args)
+        return 0
 
     cdef int _call(self, fn, tuple args) except -1:
         try:
@@ -157,12 +163,7 @@ cdef class SerialCore:
             self._busy = True                # before the pop: drain() never sees an empty queue and no task
             self._acquire()
             try:
-                while q:
-                    try:
-                        fn, args = self._popleft()
-                    except IndexError:       # stop() cleared the queue meanwhile
-                        break
-                    self._call(fn, args)
+                self._run_queued()
             finally:
                 self._release()
         self._busy = False
