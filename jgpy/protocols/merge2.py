@@ -12,8 +12,13 @@ timer. Only coordinators run rounds; a member whose view differs from a coordina
 itself as coordinator of a 1-member group counts as "inconsistent" and must be seen
 ``inconsistent_view_threshold`` times in a row before a merge is asked for.
 
-Difference from Java: Java lets every member run merge_fast rounds, but only a coordinator acts on the
-MERGE event; jgpy runs merge_fast rounds on coordinators only (same merges, less discovery traffic).
+Differences from Java: Java lets every member run merge_fast rounds, but only a coordinator acts on the
+MERGE event; jgpy runs merge_fast rounds on coordinators only (same merges, less discovery traffic). A
+round collects answers for PING's ``timeout``; an answer given before one of our own view changes names
+us as the coordinator of a view we have replaced since. Java takes such a view at face value: a member we
+excluded meanwhile, still listed in it, looks like an orphan and is merged alone, without its actual
+coordinator, and a second merge must follow. jgpy replaces the stale view of a member that is in our
+current view by that view (:func:`drop_stale_own_views`): the orphan is found by its own answer.
 """
 
 from __future__ import annotations
@@ -38,6 +43,20 @@ def views_of(responses: list[PingData]) -> dict[Any, View]:
         if r.is_server and r.own_addr is not None and r.view is not None:
             views[r.own_addr] = r.view
     return views
+
+
+def drop_stale_own_views(views: dict[Any, View], me, current: View | None) -> int:
+    """Replace the views of members of ``current`` (our view, we coordinate it) that name us as the
+    coordinator of another view: answers given before our last view change. Returns how many were replaced."""
+    if current is None or current.vid is None or current.vid.coord_addr != me:
+        return 0
+    mine = set(current.members or ())
+    replaced = 0
+    for member, v in views.items():
+        if member in mine and v.vid is not None and v.vid.coord_addr == me and v.vid != current.vid:
+            views[member] = current
+            replaced += 1
+    return replaced
 
 
 def different_views(views: dict[Any, View]) -> list[View]:
@@ -93,7 +112,7 @@ class MERGE2(Protocol):
         self._next_round: float | None = None      # due time of the periodic round (None: task stopped)
         self._fast_rounds: list[float] = []        # due times of merge_fast rounds
         self._round_lock = threading.Lock()
-        self.counters = {"discovery_rounds": 0, "merge_events": 0, "fast_triggers": 0}
+        self.counters = {"discovery_rounds": 0, "merge_events": 0, "fast_triggers": 0, "stale_views_replaced": 0}
 
     def init(self) -> None:
         if self.min_interval <= 0 or self.max_interval <= 0:
@@ -183,6 +202,8 @@ class MERGE2(Protocol):
             if not any(r.own_addr == me for r in responses):
                 responses.append(PingData(me, view, None, True, None, None))
         views = views_of(responses)
+        if self.is_coord:
+            self.counters["stale_views_replaced"] += drop_stale_own_views(views, me, view)
         different = different_views(views)
         if len(different) <= 1:
             self.num_inconsistent_views = 0
