@@ -99,7 +99,8 @@ def udp_props(mcast_addr: str, mcast_port: int) -> dict[str, str]:
 
 class HarnessNode:
     """A member process driven by JSON lines (``interop/PROTOCOL.md``): Java (:class:`JavaNode`) or jgpy
-    (:class:`PyNode`). Always reaped: use it as a context manager or call :meth:`close`."""
+    (:class:`PyNode`). Always reaped: use it as a context manager or call :meth:`close`. Its stderr log is
+    deleted on close unless ``JGPY_KEEP_NODE_LOGS`` is set."""
 
     KIND = "?"
 
@@ -298,6 +299,9 @@ class HarnessNode:
             except OSError:
                 pass
         _live_nodes.discard(self)
+        if os.environ.get("JGPY_KEEP_NODE_LOGS"):
+            log.warning("kept the log of %s node %s: %s", self.KIND, self.name, self._log.name)
+            return
         try:
             os.unlink(self._log.name)
         except OSError:

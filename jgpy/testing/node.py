@@ -464,6 +464,8 @@ def _process_stats() -> dict:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+    for name in filter(None, os.environ.get("JGPY_NODE_DEBUG", "").split(",")):
+        logging.getLogger(name.strip()).setLevel(logging.DEBUG)     # e.g. jgpy.protocols.pbcast.gms
     out = sys.stdout
     sys.stdout = sys.stderr            # anything printed (e.g. the GMS banner) must not pollute the protocol
     node = Node(out)
