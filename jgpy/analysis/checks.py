@@ -10,10 +10,10 @@ installs a later one; a sender also survives it by closing cleanly (leaving). A 
 evidence only up to ``grace`` seconds before its last row (rows still in its buffer were lost).
 
 Jobs: (1) one scan: events per member and second (member summary, throughput); (2) the views (small);
-(3) one scan of the sends: send ranges per (sender, dest, send view); (4) the stream job: deliveries get their
-send view from a broadcast range join, then ONE shuffle and sort by (member, stream, number) for window
-functions (gaps, duplicates, FIFO, delivery outside the send view), aggregated per member x stream x send
-view; (5) latency: deliveries joined with the sends of every k-th message number (broadcast), percentiles per
+(3) one scan of the sends: send ranges per (sender, dest, send view); (4) the stream job: the distinct streams
+(member x sender x destination) are numbered, deliveries get their stream number and send view from broadcast
+joins, then ONE shuffle and sort by (stream number, message number) for window functions (gaps, duplicates,
+FIFO, delivery outside the send view), aggregated per stream; (5) latency: deliveries joined with the sends of every k-th message number (broadcast), percentiles per
 pair; (6) total order (if enabled): a pairwise self-join of the multicast deliveries.
 
 Findings:
@@ -328,44 +328,57 @@ class Checker:
         d = (ev.where((F.col("kind") == "deliver") & F.col("seq").isNotNull())
              .select("member", "sender", "dest", "seq", "idx", F.col("view_coord").alias("vc"),
                      F.col("view_id").alias("vi"), (F.col("flags").bitwiseAND(1) != 0).alias("oob")))
-        targets = [(r.rid, m, r.sender, r.dest, r.lo, r.hi, r.vc, r.vi) for r, m, role in self._targets()
-                   if role == "other" and r.dest is None]
+        # Streams are few (members x senders x destinations): numbered, the shuffle and the sort carry and
+        # compare one int per row instead of three strings.
+        names = [(r["member"], r["sender"], r["dest"]) for r in d.select("member", "sender", "dest").distinct().collect()]
+        sid_of = {k: i for i, k in enumerate(names)}
+        ids = self.spark.createDataFrame([(i, *k) for i, k in enumerate(names)],
+                                         "sid int, k_member string, k_sender string, k_dest string")
+        d = d.join(F.broadcast(ids), (d.member == ids.k_member) & (d.sender == ids.k_sender)
+                   & d.dest.eqNullSafe(ids.k_dest)).drop("member", "sender", "dest", "k_member", "k_sender", "k_dest")
+        targets = [(sid_of[k], r.lo, r.hi, r.vc, r.vi) for r, m, role in self._targets()
+                   if role == "other" and r.dest is None and (k := (m, r.sender, r.dest)) in sid_of]
         if targets:
             # the send view of each delivery that had to be in it: a broadcast range join, no shuffle
-            rng = self.spark.createDataFrame(targets, "rid int, r_member string, r_sender string, r_dest string, "
-                                                      "lo bigint, hi bigint, svc string, svi bigint")
-            d = (d.join(F.broadcast(rng), (d.member == rng.r_member) & (d.sender == rng.r_sender)
-                        & d.dest.eqNullSafe(rng.r_dest) & (d.seq >= rng.lo) & (d.seq <= rng.hi), "left")
-                 .select("member", "sender", "dest", "seq", "idx", "oob", "vc", "vi",
-                         ((F.col("vc") != F.col("svc")) | (F.col("vi") != F.col("svi"))).alias("other"),
-                         F.concat_ws("|", "svc", "svi").alias("sent_in")))
+            rng = self.spark.createDataFrame(targets, "r_sid int, lo bigint, hi bigint, svc string, svi bigint")
+            d = d.join(F.broadcast(rng), (d.sid == rng.r_sid) & (d.seq >= rng.lo) & (d.seq <= rng.hi), "left")
+            off = (F.col("vc") != F.col("svc")) | (F.col("vi") != F.col("svi"))
+            d = d.select("sid", "seq", "idx", "oob", off.alias("other"),
+                         F.when(off, F.concat_ws("|", "svc", "svi")).alias("sent_in"),
+                         F.when(off, F.concat_ws("|", "vc", "vi")).alias("delivered_in"))
         else:
-            d = d.select("*", F.lit(None).cast("boolean").alias("other"), F.lit(None).cast("string").alias("sent_in"))
-        key = ["member", "sender", "dest"]
-        w = W.partitionBy(*key).orderBy("seq", "idx")
+            d = d.select("sid", "seq", "idx", "oob", F.lit(None).cast("boolean").alias("other"),
+                         F.lit(None).cast("string").alias("sent_in"), F.lit(None).cast("string").alias("delivered_in"))
+        w = W.partitionBy("sid").orderBy("seq", "idx")
         # one shuffle and one sort; both window levels and the aggregation reuse that order
-        d = d.repartition(*key).select("*", F.lag("seq").over(w).alias("p_seq"))
+        d = d.repartition("sid").select("*", F.lag("seq").over(w).alias("p_seq"))
         d = d.withColumn("dup", F.coalesce(F.col("seq") == F.col("p_seq"), F.lit(False)))
-        d = d.select("*", F.last(F.when(~F.col("dup") & ~F.col("oob"), F.struct("idx", "seq")), ignorenulls=True)
-                     .over(w.rowsBetween(W.unboundedPreceding, -1)).alias("p_first"))
+        regular = ~F.col("dup") & ~F.col("oob")
+        before = w.rowsBetween(W.unboundedPreceding, -1)
+        d = d.select("*", F.last(F.when(regular, F.col("idx")), ignorenulls=True).over(before).alias("p_idx"),
+                     F.last(F.when(regular, F.col("seq")), ignorenulls=True).over(before).alias("p_rseq"))
         first = ~F.col("dup")
         gap = first & (F.col("seq") > F.col("p_seq") + 1)
-        fifo = first & ~F.col("oob") & (F.col("p_first.idx") > F.col("idx"))
+        fifo = first & ~F.col("oob") & (F.col("p_idx") > F.col("idx"))
         other = first & F.coalesce(F.col("other"), F.lit(False))
         cnt = lambda c: F.sum(c.cast("long"))  # noqa: E731
-        agg = d.groupBy(*key).agg(
+        agg = d.groupBy("sid").agg(
             F.count(F.lit(1)).alias("n"),
             F.min(F.when(first, F.col("seq"))).alias("lo"), F.max(F.when(first, F.col("seq"))).alias("hi"),
             cnt(F.col("dup")).alias("n_duplicate"), cnt(gap).alias("n_gap"),
             F.sum(F.when(gap, F.col("seq") - F.col("p_seq") - 1)).alias("missing"),
             cnt(fifo).alias("n_reorder"), cnt(other).alias("n_other_view"),
-            F.min_by(F.struct("seq", "p_seq", "idx"), F.when(gap, F.col("seq"))).alias("x_gap"),
-            F.min_by(F.struct("seq", "idx"), F.when(F.col("dup"), F.col("seq"))).alias("x_duplicate"),
-            F.min_by(F.struct("seq", "idx", F.col("p_first.seq").alias("after_seq"), F.col("p_first.idx").alias("after_idx")),
-                     F.when(fifo, F.col("seq"))).alias("x_reorder"),
-            F.min_by(F.struct("seq", "idx", "sent_in", F.concat_ws("|", "vc", "vi").alias("delivered_in")),
-                     F.when(other, F.col("seq"))).alias("x_other_view"))
-        rows = [r.asDict(recursive=True) for r in agg.collect()]
+            # the first counterexample of each kind: a struct is built only where the condition holds
+            F.min(F.when(gap, F.struct("seq", "p_seq", "idx"))).alias("x_gap"),
+            F.min(F.when(F.col("dup"), F.struct("seq", "idx"))).alias("x_duplicate"),
+            F.min(F.when(fifo, F.struct("seq", "idx", F.col("p_rseq").alias("after_seq"),
+                                        F.col("p_idx").alias("after_idx")))).alias("x_reorder"),
+            F.min(F.when(other, F.struct("seq", "idx", "sent_in", "delivered_in"))).alias("x_other_view"))
+        rows = []
+        for r in agg.collect():
+            row = r.asDict(recursive=True)
+            row["member"], row["sender"], row["dest"] = names[row.pop("sid")]
+            rows.append(row)
         self._stream_findings(rows)
 
     def _stream_findings(self, rows: list[dict]) -> None:
