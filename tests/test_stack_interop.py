@@ -248,6 +248,74 @@ def test_piggybacked_acks_are_understood_by_java(cluster_factory):
     assert wait_all(lambda: py.stats()["UNICAST"]["unacked"] == 0, 10), py.stats()["UNICAST"]
 
 
+# ---- unicast streams: a bundler per destination (unicast_stream_gap_us) ----
+
+def _bundlers(udp_stats: dict) -> dict:
+    return {k[len("bundler-"):]: v for k, v in udp_stats.items() if k.startswith("bundler-")}
+
+
+@pytest.mark.parametrize("kinds", ["PJ", "PP"])
+def test_unicast_stream_is_bundled_and_arrives_in_order(cluster_factory, kinds):
+    """Unicasts sent back to back are a stream: they leave in LIST datagrams of many messages through the
+    destination's bundler, and the receiver (Java's own unmarshalling, or jgpy) gets them all, in order."""
+    c = cluster_factory(kinds)
+    c.start()
+    c.assert_agreement()
+    py, other = c.members
+    n = 5000
+    got = other.received.count(True)
+    before = py.stats()["UDP"]
+    py.send_numbered(n, dest_name=other.name)
+    assert other.wait_received(got + n, unicast=True, timeout=60), other.received.count(True)
+    assert not check_fifo(other.received.unicast_by_sender, {py.name: n})
+    udp = py.stats()["UDP"]
+    bundled = udp["unicasts_bundled"] - before.get("unicasts_bundled", 0)
+    b = _bundlers(udp)[other.name]
+    assert bundled > n // 2, (bundled, udp)
+    assert b["entries"] > 2 * b["datagrams"], b                   # several messages per datagram
+    assert wait_all(lambda: py.stats()["UNICAST"]["unacked"] == 0, 10), py.stats()["UNICAST"]
+
+
+def test_spaced_unicasts_go_alone_and_a_leavers_bundler_is_stopped(cluster_factory):
+    c = cluster_factory("PPP")
+    c.start()
+    c.assert_agreement()
+    py, peer, leaver = c.members
+    py.send_numbered(2000, dest_name=leaver.name)               # a stream: leaver gets a bundler
+    assert leaver.name in _bundlers(py.stats()["UDP"])
+    got = peer.received.count(True)
+    before = py.stats()["UDP"]["unicasts_bundled"]
+    for i in range(20):                                         # 2 ms apart: far more than unicast_stream_gap_us
+        py.send_numbered(1, dest_name=peer.name, start=i)
+        time.sleep(0.002)
+    assert peer.wait_received(got + 20, unicast=True, timeout=10)
+    assert py.stats()["UDP"]["unicasts_bundled"] == before
+    assert peer.name not in _bundlers(py.stats()["UDP"])
+    leaver.disconnect()
+    assert wait_all(lambda: len(py.view_names()) == 2, 30), py.view_names()
+    assert leaver.name not in _bundlers(py.stats()["UDP"])
+    assert not [t for t in threading.enumerate() if t.name == f"jgpy-bundler-{py.name}-{leaver.name}"]
+
+
+@pytest.mark.parametrize("gap,enabled,expect", [("-1", "false", "none"), ("20", "true", "all")])
+def test_unicast_bundling_can_be_switched_off_or_made_unconditional(cluster_factory, gap, enabled, expect):
+    cfg = stock().with_properties("UDP", unicast_stream_gap_us=gap, enable_unicast_bundling=enabled)
+    c = cluster_factory("PP", jgpy_config=cfg)
+    c.start()
+    c.assert_agreement()
+    py, peer = c.members
+    got = peer.received.count(True)
+    before = py.stats()["UDP"]["unicasts_bundled"]
+    py.send_numbered(500, dest_name=peer.name)
+    for i in range(5):
+        py.send_numbered(1, dest_name=peer.name, start=500 + i)
+        time.sleep(0.002)
+    assert peer.wait_received(got + 505, unicast=True, timeout=30)
+    assert not check_fifo(peer.received.unicast_by_sender, {py.name: 505})
+    bundled = py.stats()["UDP"]["unicasts_bundled"] - before
+    assert (bundled == 0) if expect == "none" else (bundled >= 505), bundled
+
+
 # ---- 6: graceful leaves, coordinator hand-over ----
 
 @pytest.mark.parametrize("kinds,leaver", [("JPJ", 1), ("PJP", 1), ("PJP", 0), ("JPJ", 0), ("PPP", 0)])

@@ -37,6 +37,12 @@ DEF MAX_PAIR_PAYLOAD = 65000      # a DATA longer than this goes alone (a datagr
 DEF NAKACK_MSG = 1
 
 
+cdef inline int64_t monotonic_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
 cdef inline double monotonic_ms() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -398,6 +404,14 @@ cdef class NakackSend(SendCore):
 # the transport
 # ---------------------------------------------------------------------------------------------
 
+cdef class PeerRoute:
+    """What the transport's send core keeps per unicast destination: when it last sent there, and the
+    bundler of its streams (None until a stream is seen)."""
+    cdef public int64_t last_ns
+    cdef public Bundler bundler
+    cdef public object physical
+
+
 cdef class TransportSend(SendCore):
     """The transport's down path: TpHeader, src, a loopback copy of multicasts and of unicasts to
     ourselves, then bundling (regular multicasts: encoded straight into the bundler's ring), a datagram to
@@ -423,9 +437,17 @@ cdef class TransportSend(SendCore):
     cdef public DatagramSender ucast_sender   # or None
     cdef public dict physical_cache       # logical -> physical address (the transport's; read-only here)
     cdef public object unicast_failed     # (OSError, size, physical): log
+    cdef public int64_t stream_gap_ns     # unicasts to a member closer than this are a stream: bundled
+                                          # (< 0: never; 0 with bundle_all_unicasts)
+    cdef public bint bundle_all_unicasts  # enable_unicast_bundling: every regular unicast goes to a bundler
+    cdef public object make_peer_bundler  # (dest, physical) -> Bundler or None (Python: starts its thread)
+    cdef public dict peers                # dest -> PeerRoute
+    cdef public int64_t unicasts_bundled
     cdef Writer _spare                    # the encoding writer, reused; a second thread meanwhile makes its own
 
     def __init__(self, owner, int prot_id, dialect, not_connected, send_single, send_physical, physical_type):
+        self.peers = {}
+        self.stream_gap_ns = -1
         self.owner = owner
         self.prot_id = prot_id
         self.dialect = dialect
@@ -444,7 +466,7 @@ cdef class TransportSend(SendCore):
             msg._piggyback = None
             if self._send_pair(first, msg):
                 return None
-            self.down_msg(first)          # no pair possible here: the piggybacked message goes alone, first
+            self.down_msg(first)          # no pair here (or a stream: both to its bundler), the ACK first
         msg.transient_flags &= ~KEPT_FOR_XMIT
         if self.tp_header is None:
             self.not_connected(msg)
@@ -465,12 +487,17 @@ cdef class TransportSend(SendCore):
         self.msgs_sent += 1
         self.bytes_sent += msg._len
         if multicast and self.enable_bundling and not (msg.flags & (OOB | DONT_BUNDLE)) and self.bundler is not None:
-            self._bundle(msg)
+            self._bundle_into(self.bundler, msg)
             return None
         if not multicast and self.ucast_sender is not None and self.physical_cache is not None:
             physical = self.physical_cache.get(dest)
             if physical is not None:
-                self._send_unicast(msg, physical)
+                bundler = self._stream_bundler(msg, dest, physical)
+                if bundler is not None:
+                    self.unicasts_bundled += 1
+                    self._bundle_into(bundler, msg)
+                else:
+                    self._send_unicast(msg, physical)
                 return None
         self.send_single(msg, dest, multicast)
         return None
@@ -487,6 +514,34 @@ cdef class TransportSend(SendCore):
         if w._cap <= 262144:              # a writer grown for a huge message is not kept
             self._spare = w
 
+    cdef Bundler _stream_bundler(self, Message msg, object dest, object physical):
+        """The bundler of ``dest`` when this regular unicast is part of a stream to it (it follows the previous
+        one by less than ``stream_gap_ns``, or the bundler still holds earlier ones: they must not be
+        overtaken), or with ``bundle_all_unicasts``; None: send it directly. A stream's datagrams carry up
+        to max_bundle_size bytes of messages each: one ``sendmmsg`` for many messages instead of a
+        ``sendto`` each, and fewer, fuller datagrams for the receiver."""
+        cdef PeerRoute r
+        cdef int64_t now, gap
+        if self.stream_gap_ns < 0 or msg.flags & (OOB | DONT_BUNDLE) or self.make_peer_bundler is None:
+            return None
+        r = self.peers.get(dest)
+        if r is None:
+            r = PeerRoute()
+            self.peers[dest] = r
+        now = monotonic_ns()
+        gap = now - r.last_ns
+        r.last_ns = now
+        if r.bundler is not None:
+            if r.bundler.accepting() and (r.physical is physical or r.physical == physical):
+                if r.bundler.pending() or gap < self.stream_gap_ns or self.bundle_all_unicasts:
+                    return r.bundler
+                return None
+            r.bundler = None                  # stopped, or the member moved (the transport stops the old one)
+        if gap < self.stream_gap_ns or self.bundle_all_unicasts:
+            r.bundler = self.make_peer_bundler(dest, physical)
+            r.physical = physical
+        return r.bundler
+
     cdef bint _send_pair(self, Message first, Message msg) except -1:
         """``first`` and ``msg``, unicasts to the same member, as one LIST datagram (``first`` first), when
         both take the direct unicast path; False (nothing sent) otherwise."""
@@ -494,6 +549,7 @@ cdef class TransportSend(SendCore):
         cdef object physical
         cdef Message m
         cdef Writer w
+        cdef PeerRoute r
         if (self.tp_header is None or dest is None or first.dest != dest or self.ucast_sender is None
                 or self.physical_cache is None or isinstance(dest, self.physical_type)
                 or (self.loopback and dest == self.local_addr) or msg._len > MAX_PAIR_PAYLOAD):
@@ -501,6 +557,9 @@ cdef class TransportSend(SendCore):
         physical = self.physical_cache.get(dest)
         if physical is None:
             return False
+        r = self.peers.get(dest)
+        if self.bundle_all_unicasts or (r is not None and r.bundler is not None and r.bundler.pending()):
+            return False                      # a stream: both go to its bundler, in order
         for m in (first, msg):
             self._stamp(m)
             self.msgs_sent += 1
@@ -534,14 +593,14 @@ cdef class TransportSend(SendCore):
         self._keep(w)
         return 0
 
-    cdef int _bundle(self, Message msg) except -1:
+    cdef int _bundle_into(self, Bundler bundler, Message msg) except -1:
         """One bundle entry: the 0x01 "more" byte, then ``writeToNoAddrs(local_addr)``; a datagram is then
-        the bundler's prefix + entries + 0x00."""
+        the bundler's prefix (the LIST header: destination, source, multicast flag) + entries + 0x00."""
         cdef Writer w = self._writer(msg)
         w.byte(1)
         self.dialect.write_message(w, msg, True, self.local_addr)
         try:
-            self.bundler.add_raw(<const char*>w._buf, <size_t>w._len)
+            bundler.add_raw(<const char*>w._buf, <size_t>w._len)
         except RuntimeError:              # the bundler was stopped under us: we are disconnecting
             pass
         self._keep(w)

@@ -142,6 +142,14 @@ cdef class Bundler:
     cdef inline void _unlock(self) noexcept nogil:
         pthread_mutex_unlock(&self._mu)
 
+    cdef inline bint pending(self) noexcept nogil:
+        """Entries queued or being sent (read without the mutex: a heuristic, stale by at most one send)."""
+        return self._wcount != self._rcount
+
+    cdef inline bint accepting(self) noexcept nogil:
+        """Not stopped: add() queues (read without the mutex)."""
+        return not (self._closing or self._dead)
+
     cdef inline bint _has_room(self, size_t n) noexcept nogil:
         return (self._capacity - (self._wpos - self._rpos) >= n and self._mcap - (self._wcount - self._rcount) >= 1)
 

@@ -88,7 +88,13 @@ class TP(Protocol):
                         "come back from the network)")
     discard_incompatible_packets = Property(to_bool, True, "drop datagrams of another JGroups major.minor version")
     enable_bundling = Property(to_bool, True, "bundle regular multicasts into bigger datagrams")
-    enable_unicast_bundling = Property(to_bool, False, "bundle unicasts too (jgpy sends unicasts singly)")
+    enable_unicast_bundling = Property(to_bool, False, "bundle every regular unicast (false: only streams, see "
+                                       "unicast_stream_gap_us)")
+    unicast_stream_gap_us = Property(to_int, 20, "jgpy: regular unicasts to a member that follow each other by less "
+                                     "than this are a stream and go through a bundler of that member's (sendmmsg, "
+                                     "up to max_bundle_size per datagram); others are sent at once, alone (-1: "
+                                     "never bundle unicasts unless enable_unicast_bundling)",
+                                     system_property=("jgpy.unicast_stream_gap_us",))
     max_bundle_size = Property(to_size, 64000, "max size of a bundle datagram")
     max_bundle_timeout = Property(to_int, 20, "max ms a message waits in the bundler (jgpy sends as soon as the "
                                   "sender pauses, so this is only an upper bound)")
@@ -166,6 +172,9 @@ class TP(Protocol):
         core = self._send_core
         core.prot_id, core.dialect = self.id, self.stack.dialect
         core.loopback, core.enable_bundling = self.loopback, self.enable_bundling
+        core.bundle_all_unicasts = self.enable_unicast_bundling
+        core.stream_gap_ns = 0 if self.enable_unicast_bundling else \
+            (self.unicast_stream_gap_us * 1000 if self.unicast_stream_gap_us >= 0 else -1)
         core.loopback_queue = self._loopback.queue
 
     def stop(self) -> None:
@@ -217,11 +226,15 @@ class TP(Protocol):
             self.members = list(evt.arg.members or ())
             if t == EventType.VIEW_CHANGE:
                 self._expire_cache()
+                self.retire_peer_bundlers(set(self.members))
             return None
         return None
 
     def handle_local_address(self, addr) -> None:
         """Hook: the transport learns its logical address (the bundle prefix names it)."""
+
+    def retire_peer_bundlers(self, keep: set | None = None) -> None:
+        """Hook: stop the unicast bundlers of members not in ``keep`` (None: all of them)."""
 
     def add_physical_address(self, logical, physical: IpAddress) -> None:
         if logical is None or physical is None:

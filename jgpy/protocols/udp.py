@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 from typing import Any
 
 from jgpy._core.address import IpAddress
@@ -58,6 +59,8 @@ class UDP(TP):
         self.mcast_sock: socket.socket | None = None
         self._loops: list[DatagramLoop] = []
         self._bundler: Bundler | None = None
+        self._peer_bundlers: dict[Any, Bundler] = {}     # unicast streams, per member (see unicast_stream_gap_us)
+        self._peer_bundlers_lock = threading.Lock()
         self._ucast_sender: DatagramSender | None = None
         self._mcast_sender: DatagramSender | None = None
         self._mcast_dest: tuple | None = None
@@ -189,11 +192,40 @@ class UDP(TP):
                                 name=f"jgpy-bundler-{addr}")
         self._bundler.start()
         self._send_core.bundler = self._bundler
+        self._send_core.make_peer_bundler = self._make_peer_bundler
+
+    def _make_peer_bundler(self, dest, physical: IpAddress) -> Bundler | None:
+        """The bundler of the unicast streams to ``dest`` (called by the send core when it sees one)."""
+        sock, me = self.ucast_sock, self.local_addr
+        if sock is None or me is None:
+            return None
+        b = Bundler(sock, physical.sockaddr(), self.stack.dialect.list_prefix(dest, me, False), b"\x00",
+                    max_size=self.max_bundle_size, max_delay_ms=float(self.max_bundle_timeout),
+                    capacity=self.bundler_ring_size, max_entries=self.bundler_capacity,
+                    name=f"jgpy-bundler-{me}-{dest}")
+        b.start()
+        with self._peer_bundlers_lock:
+            old = self._peer_bundlers.pop(dest, None)
+            self._peer_bundlers[dest] = b
+        if old is not None:
+            old.stop()                    # the member's physical address changed
+        return b
+
+    def retire_peer_bundlers(self, keep: set | None = None) -> None:
+        with self._peer_bundlers_lock:
+            gone = [d for d in self._peer_bundlers if keep is None or d not in keep]
+            bundlers = [self._peer_bundlers.pop(d) for d in gone]
+        peers = self._send_core.peers
+        for d in [d for d in peers if keep is None or d not in keep]:
+            peers.pop(d, None)
+        for b in bundlers:
+            b.stop()
 
     def stop(self) -> None:
         super().stop()
         self._ucast_sender = self._mcast_sender = None
-        self._send_core.bundler = self._send_core.ucast_sender = None
+        self._send_core.bundler = self._send_core.ucast_sender = self._send_core.make_peer_bundler = None
+        self.retire_peer_bundlers()
         if self._bundler is not None:
             self._bundler.stop()
             self._bundler = None
@@ -247,6 +279,11 @@ class UDP(TP):
         d["granted_buffers"] = dict(self.granted)
         if self._bundler is not None:
             d["bundler"] = self._bundler.stats
+        with self._peer_bundlers_lock:
+            peers = dict(self._peer_bundlers)
+        for dest, b in peers.items():
+            d[f"bundler-{dest}"] = b.stats
+        d["unicasts_bundled"] = self._send_core.unicasts_bundled
         for loop in self._loops:
             d[loop.name if hasattr(loop, "name") else "loop"] = loop.stats
         return d
