@@ -147,6 +147,10 @@ class Member:
         threading.Thread(target=target, args=(r,), name=f"perf-{r.role}", daemon=True).start()
         return {"run": r.id}
 
+    def cmd_stats(self, c: dict) -> dict:
+        """The stack's counters (``Channel.dump_stats``), for diagnostics between runs."""
+        return {"stats": json.loads(json.dumps(self.ch.dump_stats(), default=str))}
+
     def cmd_stop(self, c: dict) -> dict:
         r = self.run
         if r is not None and r.id == int(c.get("run", -1)):
