@@ -93,7 +93,8 @@ class TP(Protocol):
     unicast_stream_gap_us = Property(to_int, 20, "jgpy: regular unicasts to a member that follow each other by less "
                                      "than this are a stream and go through a bundler of that member's (sendmmsg, "
                                      "up to max_bundle_size per datagram); others are sent at once, alone (-1: "
-                                     "never bundle unicasts unless enable_unicast_bundling)",
+                                     "never bundle unicasts unless enable_unicast_bundling; both need "
+                                     "enable_bundling)",
                                      system_property=("jgpy.unicast_stream_gap_us",))
     max_bundle_size = Property(to_size, 64000, "max size of a bundle datagram")
     max_bundle_timeout = Property(to_int, 20, "max ms a message waits in the bundler (jgpy sends as soon as the "
