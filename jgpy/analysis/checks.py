@@ -13,8 +13,9 @@ Jobs: (1) one scan: events per member and second (member summary, throughput); (
 (3) one scan of the sends: send ranges per (sender, dest, send view); (4) the stream job: the distinct streams
 (member x sender x destination) are numbered, deliveries get their stream number and send view from broadcast
 joins, then ONE shuffle and sort by (stream number, message number) for window functions (gaps, duplicates,
-FIFO, delivery outside the send view), aggregated per stream; (5) latency: deliveries joined with the sends of every k-th message number (broadcast), percentiles per
-pair; (6) total order (if enabled): a pairwise self-join of the multicast deliveries.
+FIFO, delivery outside the send view), aggregated per stream; (5) latency: deliveries joined with the sends of
+every k-th message number (broadcast), percentiles per pair; (6) total order (if enabled): a pairwise
+self-join of the multicast deliveries.
 
 Findings:
 
@@ -330,7 +331,8 @@ class Checker:
                      F.col("view_id").alias("vi"), (F.col("flags").bitwiseAND(1) != 0).alias("oob")))
         # Streams are few (members x senders x destinations): numbered, the shuffle and the sort carry and
         # compare one int per row instead of three strings.
-        names = [(r["member"], r["sender"], r["dest"]) for r in d.select("member", "sender", "dest").distinct().collect()]
+        names = [(r["member"], r["sender"], r["dest"])
+                 for r in d.select("member", "sender", "dest").distinct().collect()]
         sid_of = {k: i for i, k in enumerate(names)}
         ids = self.spark.createDataFrame([(i, *k) for i, k in enumerate(names)],
                                          "sid int, k_member string, k_sender string, k_dest string")
