@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+import select
 import socket
 import struct
 import threading
@@ -424,6 +425,39 @@ def test_relay_loop_refuses_hand_overs_that_follow_each_other_closely(net, gap_u
         assert loop.stats["stream_refusals"] == len(results) - 1 and loop.stats["handovers"] == 1
     else:
         assert all(results) and loop.stats["handovers"] == len(results) and loop.stats["stream_refusals"] == 0
+
+
+def test_relay_loop_refuses_a_hand_over_while_a_datagram_waits(net):
+    """relay_gap_us=0: a hand-over is still refused when a datagram is already waiting on the socket (the twin
+    would be woken at once: a backlog, not a request/response); with nothing waiting it is made."""
+    rx, tx = net.udp(), net.udp()
+    pairs: dict[str, tuple] = {}
+    results: list[tuple[bytes, bool]] = []
+    got = Collector()
+    dest = rx.getsockname()
+
+    def handler(datagrams, sources):
+        hand_over, take_back = pairs[threading.current_thread().name]
+        if datagrams[0] == b"first":
+            tx.sendto(b"second", dest)              # waiting on the socket before the hand-over
+            deadline = time.monotonic() + 5
+            while not select.select([rx], [], [], 0)[0] and time.monotonic() < deadline:
+                time.sleep(0.001)
+        ok = hand_over()
+        results.append((datagrams[0], ok))
+        if ok:
+            take_back()
+        got(datagrams, sources)
+
+    loop = net.loop(rx, handler, threads=2, relay_gap_us=0,
+                    on_thread=lambda h, t: pairs.__setitem__(threading.current_thread().name, (h, t)))
+    deadline = time.monotonic() + 10
+    while len(pairs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    tx.sendto(b"first", dest)
+    assert got.wait_count(2)
+    assert results == [(b"first", False), (b"second", True)]
+    assert loop.stats["stream_refusals"] == 1 and loop.stats["handovers"] == 1
 
 
 def _spin(seconds: float) -> int:

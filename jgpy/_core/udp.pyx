@@ -82,6 +82,10 @@ cdef extern from "<arpa/inet.h>" nogil:
     int inet_pton(int af, const char* src, void* dst)
 
 
+cdef extern from "<sys/ioctl.h>" nogil:
+    int ioctl(int fd, unsigned long request, ...)
+    enum: FIONREAD
+
 cdef extern from "<poll.h>" nogil:
     struct pollfd:
         int fd
@@ -427,15 +431,17 @@ cdef class _Reader:
         if it owns the socket, the next reader does from now on, so a datagram that comes meanwhile wakes that
         one. Undone by :meth:`take_back`.
 
-        Returns False, and hands nothing over, when the previous call on this loop was less than ``relay_gap_us``
-        ago (a stream: the next reader would be woken at once and the two would take turns for every batch):
-        then the caller should leave the blocking work to a thread of its own."""
+        Returns False, and hands nothing over, in a stream: when a datagram is already waiting on the socket
+        (the next reader would be woken at once), or when the previous call on this loop was less than
+        ``relay_gap_us`` ago (the two would take turns for every batch); then the caller should leave the
+        blocking work to a thread of its own."""
         cdef DatagramLoop loop = self._loop
         cdef _Reader other
         cdef int nxt
+        cdef int waiting = 0
         cdef uint64_t now = _now_ns(), last = loop._last_hand_over_ns
         loop._last_hand_over_ns = now
-        if now - last < loop._relay_gap_ns:
+        if now - last < loop._relay_gap_ns or (ioctl(self._fd, FIONREAD, &waiting) == 0 and waiting > 0):
             loop._st_stream_refusals += 1
             return False
         if loop._owner != self._index or len(loop._readers) < 2:
@@ -586,7 +592,7 @@ cdef class _Reader:
 
 
 cdef class DatagramLoop:
-    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0, adopt_min=8192, threads=1, on_thread=None, relay_gap_us=100)
+    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0, adopt_min=8192, threads=1, on_thread=None, relay_gap_us=20)
 
     The receive loop of one UDP socket, run by ``threads`` daemon threads.
 
@@ -607,8 +613,9 @@ cdef class DatagramLoop:
     ``hand_over``: the socket is armed for the next thread instead, so a datagram that comes meanwhile wakes
     that one, which reads (handlers may then run concurrently for batches read by different threads);
     ``take_back`` afterwards makes the first thread the owner again.  ``hand_over`` refuses (returns False)
-    when the previous one was less than ``relay_gap_us`` ago: in a stream the two threads would take turns for
-    every batch, so the blocking work is better left to a thread of its own.  ``on_thread(hand_over, take_back)`` is
+    in a stream, where the two threads would take turns for every batch: when a datagram is already waiting
+    on the socket (``FIONREAD``), or the previous hand-over was less than ``relay_gap_us`` ago; the blocking
+    work is then better left to a thread of its own.  ``on_thread(hand_over, take_back)`` is
     called on each thread when it starts (e.g. to register them with a delivery executor).  Each costs two
     ``epoll_ctl`` calls (``take_back``'s are made once the thread has released the GIL) and wakes no thread
     unless a datagram is waiting or comes.
@@ -650,7 +657,7 @@ cdef class DatagramLoop:
 
     def __init__(self, sock, handler, *, int batch=32, Py_ssize_t bufsize=65536, str name="jgpy-recv",
                  int poll_ms=100, long coalesce_us=0, Py_ssize_t adopt_min=8192, int threads=1, on_thread=None,
-                 long relay_gap_us=100):
+                 long relay_gap_us=20):
         if self._readers is not None:
             raise RuntimeError("DatagramLoop.__init__ called twice: create a new DatagramLoop instead")
         if not callable(handler):

@@ -118,6 +118,9 @@ class TP(Protocol):
                               "message, and no socket waits for the application); false: one receive thread "
                               "per socket, which always hands over to the delivery thread",
                               system_property=("jgpy.relay_delivery",))
+    relay_gap_us = Property(to_int, 20, "jgpy: relay delivery: a receive thread does not hand its socket over "
+                            "again less than this after its previous hand-over (a stream: the delivery thread "
+                            "delivers instead)", system_property=("jgpy.relay_gap_us",))
 
     IGNORED_PREFIXES = {
         "thread_pool.": ignored("jgpy delivers on one delivery thread, not a Java thread pool "

@@ -98,7 +98,7 @@ class UDP(TP):
         self._mcast_dest = (self.mcast_addr, self.mcast_port)
         relay = self.thread_pool_enabled and self.relay_delivery     # see TP.relay_delivery
         loop_args = {"batch": self.recv_batch, "coalesce_us": self.recv_coalesce_us, "threads": 2 if relay else 1,
-                     "on_thread": register_relay if relay else None}
+                     "on_thread": register_relay if relay else None, "relay_gap_us": self.relay_gap_us}
         self._loops = [
             DatagramLoop(self.ucast_sock, self._recv_core.receive_unicasts,
                          name=f"jgpy-ucast-{port}", **loop_args),
