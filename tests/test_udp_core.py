@@ -202,6 +202,24 @@ def test_loop_coalesces_a_dense_stream_only(net, coalesce_us):
         DatagramLoop(rx, got, coalesce_us=-1)
 
 
+def test_loop_does_not_coalesce_pairs_of_datagrams(net):
+    """A Java requester sends its ACK and the next request a few microseconds apart, then waits for the response:
+    pairs of close datagrams separated by gaps are not a dense stream, so no request waits for a coalescing
+    sleep (which lasts coalesce_us plus the timer slack, ~100 us here)."""
+    rx = net.udp()
+    tx = net.udp()
+    got = Collector()
+    loop = net.loop(rx, got, coalesce_us=500)
+    dest = rx.getsockname()
+    for i in range(30):
+        tx.sendto(payload(2 * i, 100), dest)              # the ACK ...
+        tx.sendto(payload(2 * i + 1, 100), dest)          # ... and the request right behind it
+        assert got.wait_count(2 * i + 2, timeout=10)
+        time.sleep(0.003)                                 # the response's round trip
+    assert loop.stats["coalesced"] == 0, loop.stats
+    assert got.datagrams == [payload(i, 100) for i in range(60)]
+
+
 def test_loop_survives_a_failing_handler(net, caplog):
     rx = net.udp()
     tx = net.udp()

@@ -130,6 +130,11 @@ cdef inline void _abstime(uint64_t deadline_ns, timespec* ts) noexcept nogil:
     ts.tv_nsec = <long>(deadline_ns % _SECOND_NS)
 
 
+# a stream is dense after this many batches in a row, each less than 2 x coalesce_us after the previous one (a
+# request that follows its peer's ACK closely is not a stream: it must not wait for a coalescing sleep)
+DEF _DENSE_AFTER = 3
+
+
 cdef inline void _sleep_us(long us) noexcept nogil:
     cdef timespec ts
     ts.tv_sec = us // 1000000
@@ -555,6 +560,7 @@ cdef class _Reader:
         cdef uint64_t t, last = 0
         cdef uint64_t dense_ns = <uint64_t>loop._coalesce_us * 2000
         cdef bint dense = False
+        cdef int close_batches = 0        # batches in a row that came less than dense_ns after the previous one
         try:
             if loop._on_thread is not None:
                 loop._on_thread(self.hand_over, self.take_back)
@@ -566,7 +572,8 @@ cdef class _Reader:
                     n = self._receive(full, &err)
                     if n > 0 and dense_ns:
                         t = _now_ns()
-                        dense = t - last < dense_ns
+                        close_batches = close_batches + 1 if t - last < dense_ns else 0
+                        dense = close_batches >= _DENSE_AFTER
                         last = t
                 full = n == <int>self._batch
                 if n > 0:
@@ -620,10 +627,12 @@ cdef class DatagramLoop:
     ``epoll_ctl`` calls (``take_back``'s are made once the thread has released the GIL) and wakes no thread
     unless a datagram is waiting or comes.
 
-    ``coalesce_us`` > 0: while batches arrive less than ``2 * coalesce_us`` apart (a dense stream, e.g. the
-    per-message ACKs of a Java receiver), the thread sleeps that long after a batch that did not fill the
-    vector, so that the next ``recvmmsg`` reads several datagrams for one wake-up instead of being woken for
-    each (``coalesced`` counts the sleeps).  A sparse stream (request/response) is never delayed.
+    ``coalesce_us`` > 0: once 3 batches in a row came less than ``2 * coalesce_us`` after the previous one (a
+    dense stream, e.g. the per-message ACKs of a Java receiver), the thread sleeps ``coalesce_us`` (plus the
+    kernel's timer slack: 50 us by default) after a batch that did not fill the vector, so that the next
+    ``recvmmsg`` reads several datagrams for one wake-up instead of being woken for each (``coalesced`` counts
+    the sleeps).  A sparse stream is never delayed, nor a request that closely follows its requester's ACK
+    (a Java requester sends both).
     """
 
     cdef object _sock

@@ -42,8 +42,9 @@ class UDP(TP):
     disable_loopback = Property(to_bool, False, "switch off IP_MULTICAST_LOOP (other members on this host "
                                 "would not see our multicasts)")
     recv_batch = Property(to_int, 32, "jgpy: datagrams read per recvmmsg call")
-    recv_coalesce_us = Property(to_int, 20, "jgpy: while datagrams arrive less than twice this apart, a receive "
-                                "thread sleeps this long between batches and reads several per wake-up (0: off)",
+    recv_coalesce_us = Property(to_int, 20, "jgpy: once 3 batches in a row came less than twice this apart, a "
+                                "receive thread sleeps this long (plus the kernel's timer slack) between batches "
+                                "and reads several per wake-up (0: off)",
                                 system_property=("jgpy.udp.recv_coalesce_us",))
 
     IGNORED_PROPERTIES = {
