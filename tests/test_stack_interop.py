@@ -316,6 +316,50 @@ def test_unicast_bundling_can_be_switched_off_or_made_unconditional(cluster_fact
     assert (bundled == 0) if expect == "none" else (bundled >= 505), bundled
 
 
+# ---- sparse multicasts go at once, alone; streams are bundled (multicast_stream_gap_us) ----
+
+@pytest.mark.parametrize("kinds", ["PJ", "PP"])
+def test_sparse_multicasts_go_alone_and_streams_are_bundled(cluster_factory, kinds):
+    """Multicasts 2 ms apart leave at once in a datagram each (no bundler linger); a burst behind them goes
+    through the bundler, several per datagram; the receiver (Java or jgpy) gets all of them, in order."""
+    c = cluster_factory(kinds)
+    c.start()
+    c.assert_agreement()
+    py, other = c.members
+    got = other.received.count(False)
+    before = py.stats()["UDP"]
+    for i in range(20):
+        py.send_numbered(1, start=i)
+        time.sleep(0.002)
+    assert other.wait_received(got + 20, timeout=20)
+    mid = py.stats()["UDP"]
+    assert mid["multicasts_direct"] - before["multicasts_direct"] == 20, mid
+    assert mid["bundler"]["entries"] == before["bundler"]["entries"], mid["bundler"]
+    n = 3000
+    py.send_numbered(n, start=20)
+    assert other.wait_received(got + 20 + n, timeout=60)
+    assert not check_fifo(other.received.by_sender, {py.name: 20 + n}), "gaps, duplicates or reordering"
+    end = py.stats()["UDP"]
+    bundled = end["bundler"]["entries"] - mid["bundler"]["entries"]
+    datagrams = end["bundler"]["datagrams"] - mid["bundler"]["datagrams"]
+    assert bundled > n // 2 and bundled > 2 * datagrams, end["bundler"]
+    assert end["dropped_own_mcast"] == before["dropped_own_mcast"], end     # own copies skipped unread
+
+
+def test_multicast_bundling_of_every_message_can_be_restored(cluster_factory):
+    cfg = stock().with_properties("UDP", multicast_stream_gap_us="-1")
+    c = cluster_factory("PP", jgpy_config=cfg)
+    c.start()
+    c.assert_agreement()
+    py, peer = c.members
+    got = peer.received.count(False)
+    for i in range(5):
+        py.send_numbered(1, start=i)
+        time.sleep(0.002)
+    assert peer.wait_received(got + 5, timeout=20)
+    assert py.stats()["UDP"]["multicasts_direct"] == 0
+
+
 # ---- 6: graceful leaves, coordinator hand-over ----
 
 @pytest.mark.parametrize("kinds,leaver", [("JPJ", 1), ("PJP", 1), ("PJP", 0), ("JPJ", 0), ("PPP", 0)])

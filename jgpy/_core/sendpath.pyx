@@ -443,11 +443,19 @@ cdef class TransportSend(SendCore):
     cdef public object make_peer_bundler  # (dest, physical) -> Bundler or None (Python: starts its thread)
     cdef public dict peers                # dest -> PeerRoute
     cdef public int64_t unicasts_bundled
+    cdef public DatagramSender mcast_sender   # or None: every regular multicast goes to the bundler
+    cdef public object mcast_dest         # the group's (host, port)
+    cdef public object multicast_failed   # (OSError, size): log
+    cdef public int64_t mcast_gap_ns      # a regular multicast this long or longer after the previous one, with
+                                          # the bundler empty, is sent at once, alone (< 0: never)
+    cdef public int64_t mcast_last_ns
+    cdef public int64_t multicasts_direct
     cdef Writer _spare                    # the encoding writer, reused; a second thread meanwhile makes its own
 
     def __init__(self, owner, int prot_id, dialect, not_connected, send_single, send_physical, physical_type):
         self.peers = {}
         self.stream_gap_ns = -1
+        self.mcast_gap_ns = -1
         self.owner = owner
         self.prot_id = prot_id
         self.dialect = dialect
@@ -487,7 +495,10 @@ cdef class TransportSend(SendCore):
         self.msgs_sent += 1
         self.bytes_sent += msg._len
         if multicast and self.enable_bundling and not (msg.flags & (OOB | DONT_BUNDLE)) and self.bundler is not None:
-            self._bundle_into(self.bundler, msg)
+            if self._sparse_multicast():
+                self._send_multicast(msg)
+            else:
+                self._bundle_into(self.bundler, msg)
             return None
         if not multicast and self.ucast_sender is not None and self.physical_cache is not None:
             physical = self.physical_cache.get(dest)
@@ -541,6 +552,31 @@ cdef class TransportSend(SendCore):
             r.bundler = self.make_peer_bundler(dest, physical)
             r.physical = physical
         return r.bundler
+
+    cdef bint _sparse_multicast(self) noexcept:
+        """A regular multicast that is not part of a stream: it follows the previous one by ``mcast_gap_ns`` or
+        more, and the bundler holds nothing it could overtake. It goes at once, alone, instead of waiting for the
+        bundler's linger (an RPC to the group); the messages of a stream are bundled."""
+        cdef int64_t now, gap
+        if self.mcast_gap_ns < 0 or self.mcast_sender is None:
+            return False
+        now = monotonic_ns()
+        gap = now - self.mcast_last_ns
+        self.mcast_last_ns = now
+        return gap >= self.mcast_gap_ns and not self.bundler.pending()
+
+    cdef int _send_multicast(self, Message msg) except -1:
+        """``msg`` as the bundler would send it alone (a LIST of one: its copy that the kernel loops back to
+        us is recognised by the bundle prefix and dropped unread), but from this thread, now."""
+        cdef Writer w = self._writer(msg)
+        self.dialect.write_list(w, None, self.local_addr, [msg], True)
+        self.multicasts_direct += 1
+        try:
+            self.mcast_sender.send_raw(<const char*>w._buf, <size_t>w._len, self.mcast_dest)
+        except OSError as e:
+            self.multicast_failed(e, w._len)
+        self._keep(w)
+        return 0
 
     cdef bint _send_pair(self, Message first, Message msg) except -1:
         """``first`` and ``msg``, unicasts to the same member, as one LIST datagram (``first`` first), when

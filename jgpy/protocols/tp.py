@@ -96,6 +96,11 @@ class TP(Protocol):
                                      "never bundle unicasts unless enable_unicast_bundling; both need "
                                      "enable_bundling)",
                                      system_property=("jgpy.unicast_stream_gap_us",))
+    multicast_stream_gap_us = Property(to_int, 20, "jgpy: a regular multicast that follows the previous one by this "
+                                       "or more, while the bundler holds nothing, is sent at once, alone (an RPC "
+                                       "to the group does not wait for the bundler); closer ones are a stream "
+                                       "and bundled (-1: bundle every regular multicast; needs enable_bundling)",
+                                       system_property=("jgpy.multicast_stream_gap_us",))
     max_bundle_size = Property(to_size, 64000, "max size of a bundle datagram")
     max_bundle_timeout = Property(to_int, 20, "max ms a message waits in the bundler (jgpy sends as soon as the "
                                   "sender pauses, so this is only an upper bound)")
@@ -180,6 +185,7 @@ class TP(Protocol):
         core.stream_gap_ns = 0 if self.enable_unicast_bundling else \
             (self.unicast_stream_gap_us * 1000 if self.unicast_stream_gap_us >= 0 else -1)
         core.loopback_queue = self._loopback.queue
+        core.mcast_gap_ns = self.multicast_stream_gap_us * 1000 if self.multicast_stream_gap_us >= 0 else -1
 
     def stop(self) -> None:
         lb, self._loopback = self._loopback, None

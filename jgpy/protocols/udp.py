@@ -97,6 +97,8 @@ class UDP(TP):
         core.ucast_sender, core.physical_cache, core.unicast_failed = (self._ucast_sender, self.logical_addr_cache,
                                                                        self._unicast_failed)
         self._mcast_dest = (self.mcast_addr, self.mcast_port)
+        core.mcast_sender, core.mcast_dest, core.multicast_failed = (self._mcast_sender, self._mcast_dest,
+                                                                     self._multicast_failed)
         relay = self.thread_pool_enabled and self.relay_delivery     # see TP.relay_delivery
         loop_args = {"batch": self.recv_batch, "coalesce_us": self.recv_coalesce_us, "threads": 2 if relay else 1,
                      "on_thread": register_relay if relay else None, "relay_gap_us": self.relay_gap_us}
@@ -225,7 +227,8 @@ class UDP(TP):
     def stop(self) -> None:
         super().stop()
         self._ucast_sender = self._mcast_sender = None
-        self._send_core.bundler = self._send_core.ucast_sender = self._send_core.make_peer_bundler = None
+        core = self._send_core
+        core.bundler = core.ucast_sender = core.mcast_sender = core.make_peer_bundler = None
         self.retire_peer_bundlers()
         if self._bundler is not None:
             self._bundler.stop()
@@ -250,7 +253,10 @@ class UDP(TP):
         try:
             sender.send(data, self._mcast_dest)
         except OSError as e:
-            self._rl.error("mcast-send", "%s: multicast of %d bytes failed: %s", self.local_addr, len(data), e)
+            self._multicast_failed(e, len(data))
+
+    def _multicast_failed(self, e: OSError, size: int) -> None:
+        self._rl.error("mcast-send", "%s: multicast of %d bytes failed: %s", self.local_addr, size, e)
 
     def send_unicast_datagram(self, data: bytes, dest: IpAddress) -> None:
         sender = self._ucast_sender
@@ -285,6 +291,7 @@ class UDP(TP):
         for dest, b in peers.items():
             d[f"bundler-{dest}"] = b.stats
         d["unicasts_bundled"] = self._send_core.unicasts_bundled
+        d["multicasts_direct"] = self._send_core.multicasts_direct
         for loop in self._loops:
             d[loop.name if hasattr(loop, "name") else "loop"] = loop.stats
         return d
