@@ -41,6 +41,9 @@ TWO = [
     Workload("mcast_1k_2", "1 KB multicast, 1 sender, 2 members", "mcast", 1000, 300_000, 30_000, 2),
     Workload("unicast_1k", "1 KB unicast stream, 2 members", "unicast", 1000, 150_000, 15_000, 2),
     Workload("rtt_100", "100 B request/response, 2 members", "rtt", 100, 20_000, 2_000, 2),
+    # an RPC to the group: Java 2.12's bundler holds a lone multicast for max_bundle_timeout (30 ms in udp.xml),
+    # so a Java requester makes ~33 round trips a second: few of them, to keep make bench short
+    Workload("mrtt_100", "100 B multicast request, unicast response, 2 members", "mrtt", 100, 300, 30, 2),
     Workload("mcast_100", "100 B multicast, 1 sender, 2 members", "mcast", 100, 300_000, 30_000, 2),
     Workload("mcast_8k", "8 KB multicast, 1 sender, 2 members", "mcast", 8000, 60_000, 6_000, 2),
     Workload("mcast_60k", "60 KB multicast, 1 sender, 2 members", "mcast", 60_000, 12_000, 1_200, 2),
@@ -76,7 +79,7 @@ def ensure_rawlimit() -> Path:
 
 def raw_spec(w: Workload) -> tuple[str, list[str]]:
     """The rawlimit run that is the yardstick of ``w``: key and arguments."""
-    if w.pattern == "rtt":
+    if w.pattern in P.RTT_PATTERNS:
         return f"rtt_{w.size}", ["rtt", "--size", str(w.size), "--count", str(max(2000, w.count)),
                                  "--warmup", str(max(200, w.warmup))]
     size = min(w.size, 60_000)             # a fragmented message travels as datagrams of about 60 KB
@@ -244,6 +247,10 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     add("round-trip p99 jgpy / Java, 100 B", _med(r.get("jgpy"), "rtt_p99_us"), _med(r.get("java"), "rtt_p99_us"), "us")
     add("round-trip median jgpy / Java, 100 B", _med(r.get("jgpy"), "rtt_median_us"),
         _med(r.get("java"), "rtt_median_us"), "us")
+    mr = rows.get("mrtt_100", {})
+    if mr:
+        add("round-trip median jgpy / Java, 100 B multicast request", _med(mr.get("jgpy"), "rtt_median_us"),
+            _med(mr.get("java"), "rtt_median_us"), "us")
     add("peak RSS jgpy / JVM member (receiver, 1 KB multicast)", _member_fig(m.get("jgpy"), "jgpy receiver", "peak_rss_mb"),
         _member_fig(m.get("java"), "java receiver", "peak_rss_mb"), "MB")
     add("peak RSS jgpy / JVM member (sender, 1 KB multicast)", _member_fig(m.get("jgpy"), "jgpy sender", "peak_rss_mb"),
@@ -288,7 +295,7 @@ def markdown(result: dict) -> list[str]:
            "mixed / slower pure | jgpy / raw |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key, row in rows.items():
         first = next(iter(row.values()))
-        if first["pattern"] == "rtt":
+        if first["pattern"] in P.RTT_PATTERNS:
             continue
         mj, mp = _mixed(row)
         j, p = _med(row.get("java"), "recv_msgs_per_s"), _med(row.get("jgpy"), "recv_msgs_per_s")
@@ -308,7 +315,7 @@ def markdown(result: dict) -> list[str]:
            "jgpy sender msgs/s | mixed sender msgs/s (Java / jgpy sends) |", "|---|---:|---:|---:|---:|---:|---:|"]
     for key, row in rows.items():
         first = next(iter(row.values()))
-        if first["pattern"] == "rtt":
+        if first["pattern"] in P.RTT_PATTERNS:
             continue
         mj, mp = _mixed(row)
         md.append(f"| {first['title']} | {_fmt(_med(row.get('java'), 'recv_mb_per_s'), 1)} | "
@@ -318,12 +325,15 @@ def markdown(result: dict) -> list[str]:
                   f"{_fmt(_med(mj, 'send_msgs_per_s'))} / {_fmt(_med(mp, 'send_msgs_per_s'))} |")
     for key, row in rows.items():
         first = next(iter(row.values()))
-        if first["pattern"] != "rtt":
+        if first["pattern"] not in P.RTT_PATTERNS:
             continue
         raw = result["raw"].get(first.get("raw", ""), {})
+        how = ("regular unicasts both ways" if first["pattern"] == "rtt" else
+               "a regular multicast request, a regular unicast response: Java's bundler holds a lone multicast "
+               "until max_bundle_timeout, 30 ms in udp.xml; jgpy sends it at once")
         md += ["", f"### Round trip: {first['title']}", "",
                f"Requester-side round trips in microseconds over {first['count']:,} requests after "
-               f"{first['warmup']:,} warm-up (regular unicasts both ways), median (min–max) of the repetitions. "
+               f"{first['warmup']:,} warm-up ({how}), median (min–max) of the repetitions. "
                "Raw limit: a C ping-pong of one datagram.", "",
                "| percentile | Java | jgpy | mixed, Java requests | mixed, jgpy requests | raw limit | jgpy / Java |",
                "|---|---:|---:|---:|---:|---:|---:|"]
@@ -421,29 +431,32 @@ def plots(result: dict, out_dir: Path, prefix: str = "") -> list[Path]:
         fig.savefig(p, dpi=100)
         plt.close(fig)
         written.append(p)
-    if "rtt_100" in rows:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+    panels = [(k, t) for k, t in (("rtt_100", "100 B unicast request/response (CDF)"),
+                                   ("mrtt_100", "100 B multicast request, unicast response (CDF)")) if k in rows]
+    if panels:
+        fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.5), squeeze=False)
         qs = [i / 1000 for i in range(1001)]
-        for col, label in series:
-            rec = rows["rtt_100"].get(col)
-            if not rec:
-                continue
-            runs = [r for r in rec["runs"] if r.get("rtt") and r["rtt"].get("cdf_us")]
-            if not runs:
-                continue
-            runs.sort(key=lambda r: r["rtt"]["p99_us"])
-            run_ = runs[len(runs) // 2]             # the repetition with the median p99
-            ax.plot(run_["rtt"]["cdf_us"], qs, label=label.replace("sends", "requests"))
         raw = next((v for k, v in result["raw"].items() if k.startswith("rtt")), None)
-        if raw:
-            runs = sorted(raw["runs"], key=lambda r: r["p99_us"])
-            ax.plot(runs[len(runs) // 2]["cdf_us"], qs, "k--", label="raw limit (C ping-pong)")
-        ax.set_xscale("log")
-        ax.set_xlabel("round trip (us)")
-        ax.set_ylabel("fraction of round trips")
-        ax.set_title("100 B request/response round trips (CDF)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        for ax, (key, title) in zip(axes[0], panels):
+            for col, label in series:
+                rec = rows[key].get(col)
+                if not rec:
+                    continue
+                runs = [r for r in rec["runs"] if r.get("rtt") and r["rtt"].get("cdf_us")]
+                if not runs:
+                    continue
+                runs.sort(key=lambda r: r["rtt"]["p99_us"])
+                run_ = runs[len(runs) // 2]             # the repetition with the median p99
+                ax.plot(run_["rtt"]["cdf_us"], qs, label=label.replace("sends", "requests"))
+            if raw:
+                runs = sorted(raw["runs"], key=lambda r: r["p99_us"])
+                ax.plot(runs[len(runs) // 2]["cdf_us"], qs, "k--", label="raw limit (C ping-pong)")
+            ax.set_xscale("log")
+            ax.set_xlabel("round trip (us)")
+            ax.set_ylabel("fraction of round trips")
+            ax.set_title(title)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
         fig.tight_layout()
         p = out_dir / f"{prefix}latency_cdf.png"
         fig.savefig(p, dpi=100)

@@ -116,7 +116,7 @@ def test_e2e_suite_tiny(tmp_path):
         assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
     assert {("all_1k_3", c) for c in ("java", "jgpy", "mixed")} <= cols
     for r in res["records"]:
-        if r["pattern"] == "rtt":
+        if r["pattern"] in ("rtt", "mrtt"):
             assert r["rtt_p99_us"]["median"] > 0
         else:
             assert r["recv_msgs_per_s"]["median"] > 0 and r["send_msgs_per_s"]["median"] > 0
@@ -124,6 +124,7 @@ def test_e2e_suite_tiny(tmp_path):
             assert all(m.get("peak_rss_mb", 0) > 0 for m in run["members"])
     md = "\n".join(e2e.markdown(res))
     assert "| throughput jgpy / Java, 1 KB multicast, 1 sender, 2 members |" in md and "INCOMPLETE" not in md
+    assert "### Round trip: 100 B multicast request, unicast response, 2 members" in md
     json.dumps(res)                                            # the JSON file can be written
     pngs = e2e.plots(res, tmp_path)
     try:

@@ -36,6 +36,7 @@ from jgpy.tools.children import ChildProcesses
 log = logging.getLogger("jgpy.perf")
 
 KINDS = {"J": "java", "P": "jgpy"}
+RTT_PATTERNS = ("rtt", "mrtt")           # request/response round trips: a requester and a responder
 _live = ChildProcesses()
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -239,7 +240,9 @@ class MemberProcess:
 @dataclass(frozen=True)
 class Workload:
     """What to measure. ``pattern``: ``mcast`` (one sender multicasts to the others), ``all`` (every member
-    multicasts), ``unicast`` (one sender to one receiver), ``rtt`` (request/response round trips)."""
+    multicasts), ``unicast`` (one sender to one receiver), ``rtt`` (request/response round trips, unicasts both
+    ways), ``mrtt`` (round trips of a multicast request and a unicast response, as an RPC to the group; 2
+    members)."""
 
     key: str
     title: str
@@ -351,8 +354,10 @@ class Cluster:
         if w.members != len(self.members):
             raise ValueError(f"{w.key} needs {w.members} members, the cluster has {len(self.members)}")
         sender = sender or self.names[0]
-        if w.pattern in ("unicast", "rtt"):
+        if w.pattern in ("unicast", *RTT_PATTERNS):
             receiver = receiver or next(n for n in self.names if n != sender)
+        if w.pattern == "mrtt" and len(self.names) != 2:
+            raise ValueError(f"{w.key}: a multicast round trip needs 2 members (one response per request)")
         roles: dict[str, dict] = {}
         for n in self.names:
             if w.pattern == "all":
@@ -362,8 +367,9 @@ class Cluster:
             elif w.pattern == "unicast":
                 roles[n] = ({"role": "sender", "dest": receiver} if n == sender else
                             {"role": "receiver", "expect": w.count} if n == receiver else {"role": "idle"})
-            elif w.pattern == "rtt":
-                roles[n] = ({"role": "requester", "dest": receiver} if n == sender else
+            elif w.pattern in RTT_PATTERNS:
+                dest = receiver if w.pattern == "rtt" else None          # None: the request is a multicast
+                roles[n] = ({"role": "requester", "dest": dest} if n == sender else
                             {"role": "responder", "expect": w.count + w.warmup} if n == receiver else {"role": "idle"})
             else:
                 raise ValueError(f"unknown pattern {w.pattern!r}")
@@ -444,7 +450,7 @@ class Cluster:
         for m in self.members:
             r = results.get(m.name, {})
             role = roles[m.name]["role"]
-            if w.pattern == "rtt":
+            if w.pattern in RTT_PATTERNS:
                 msgs = (w.count + w.warmup) if role != "idle" else 0
             else:
                 msgs = (r.get("sent", 0) + (w.warmup if role in ("sender", "both") else 0)
@@ -598,12 +604,13 @@ def finish_record(rec: dict) -> None:
 def quick_workloads(scale: float = 1.0, size: int = 1000) -> list[Workload]:
     ws = [Workload("mcast_1k_2", f"{size:,} B multicast, 1 sender, 2 members", "mcast", size, 50_000, 5_000),
           Workload("unicast_1k", f"{size:,} B unicast stream, 2 members", "unicast", size, 30_000, 3_000),
-          Workload("rtt_100", "100 B request/response round trip", "rtt", 100, 5_000, 1_000)]
+          Workload("rtt_100", "100 B request/response round trip", "rtt", 100, 5_000, 1_000),
+          Workload("mrtt_100", "100 B multicast request, unicast response", "mrtt", 100, 300, 30)]
     return [w.scaled(scale) for w in ws]
 
 
 def figure_of(rec: dict) -> str:
-    if rec["pattern"] == "rtt":
+    if rec["pattern"] in RTT_PATTERNS:
         s = rec.get("rtt_p99_us")
         med = rec.get("rtt_median_us")
         return f"{med['median']:,.0f} / {s['median']:,.0f} us" if s and med else "-"
@@ -623,7 +630,7 @@ def print_table(records: list[dict], out: Callable[[str], None] = print) -> None
         ratio = "-"
         j, p = row.get("java"), row.get("jgpy")
         if j and p:
-            if j["pattern"] == "rtt" and j.get("rtt_p99_us") and p.get("rtt_p99_us"):
+            if j["pattern"] in RTT_PATTERNS and j.get("rtt_p99_us") and p.get("rtt_p99_us"):
                 ratio = f"{p['rtt_p99_us']['median'] / j['rtt_p99_us']['median']:.2f} (p99)"
             elif j.get("recv_msgs_per_s") and p.get("recv_msgs_per_s"):
                 ratio = f"{p['recv_msgs_per_s']['median'] / j['recv_msgs_per_s']['median']:.2f}"

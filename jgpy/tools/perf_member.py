@@ -127,8 +127,6 @@ class Member:
         dest = self._member(str(c["dest"])) if c.get("dest") is not None else None
         r = Run(int(c.get("run", 0)), str(c.get("role")), int(c.get("size", 1000)), int(c.get("count", 0)),
                 int(c.get("warmup", 0)), int(c.get("expect", 0)), dest, float(c.get("timeout", 120)))
-        if r.role == "requester" and dest is None:
-            raise ValueError("a requester needs a dest")
         self.run = r
         if (r.receives or r.role == "responder") and not r.sends:
             threading.Thread(target=self._wait_received, args=(r,), name="perf-wait", daemon=True).start()
