@@ -195,12 +195,15 @@ cdef class UnicastReceive:
     cdef public int64_t duplicates
     cdef public int64_t dropped_unknown_conn
     cdef public int64_t dropped_bad_seqno
+    cdef public bint delay_acks           # ack_delay > 0: ACKs wait in pending_acks (the protocol sends them)
+    cdef public int64_t ack_threshold     # unacked messages from one sender that are acked at once
 
     def __init__(self, int prot_id, dict recv_table, dict send_table, dict pending_acks):
         self.prot_id = prot_id
         self.recv_table = recv_table
         self.send_table = send_table
         self.pending_acks = pending_acks
+        self.ack_threshold = 1
 
     def process(self, list mine, list rest, Py_ssize_t max_batch):
         """Handle a batch of messages with UNICAST's header (in arrival order; the caller holds the protocol's
@@ -212,12 +215,11 @@ cdef class UnicastReceive:
         release the acknowledged messages of our connection to their sender (the highest of a batch only).
 
         Returns ``(deliver, oob, acks, events)``: regular messages in per-sender order for the delivery
-        thread; OOB messages to pass up now (each once: when it is added); ``{sender: [highest seqno to
-        acknowledge, new messages, at once?]}`` (at once: a duplicate, our ACK may have been lost); and
-        ``None``, or a list of ``(what, sender, detail)`` for the protocol: ``"no_connection"`` (a message on
-        a connection we do not know: ask for its first message), ``"send_first_seqno"`` (the sender asks us
-        to resend our first unacked message), ``"bad_seqno"`` (a seqno the window refused; detail: why),
-        ``"bad_type"`` (detail: the header type)."""
+        thread; OOB messages to pass up now (each once: when it is added); the ACKs to send now, a list of
+        ``(sender, highest seqno)`` (see :meth:`_decide_acks`); and ``None``, or a list of ``(what, sender,
+        detail)`` for the protocol: ``"no_connection"`` (a message on a connection we do not know: ask for
+        its first message), ``"send_first_seqno"`` (the sender asks us to resend our first unacked message),
+        ``"bad_seqno"`` (a seqno the window refused; detail: why), ``"bad_type"`` (detail: the header type)."""
         cdef list deliver = [], oob = [], ready
         cdef dict acks = {}, acked = {}
         cdef list events = None
@@ -302,4 +304,37 @@ cdef class UnicastReceive:
             c = self.send_table.get(sender)
             if c is not None:
                 (<AckSenderWindow?>c.win).c_ack(<int64_t>seqno)
-        return deliver, oob, acks, events
+        return deliver, oob, self._decide_acks(acks), events
+
+    cdef list _decide_acks(self, dict acks):
+        """The ACKs of a batch, ``{sender: [highest seqno, new messages, at once?]}`` (at once: a duplicate, our
+        ACK may have been lost): which to send now, as ``[(sender, seqno)]``. Without ``delay_acks`` (2.12)
+        all of them; else those due at once or covering ``ack_threshold`` messages with what ``pending_acks``
+        held for that sender, and the rest wait there (merged: one cumulative ACK) for the protocol's timer or
+        a message we send to that sender."""
+        cdef list now = []
+        cdef list a, p
+        cdef int64_t seq, count
+        cdef dict pending = self.pending_acks
+        for sender, ack in acks.items():
+            a = <list>ack
+            seq = <int64_t>a[0]
+            if seq <= 0:
+                continue
+            if not self.delay_acks:
+                now.append((sender, seq))
+                continue
+            count = <int64_t>a[1]
+            prev = pending.get(sender)
+            if prev is not None:
+                p = <list>prev
+                if <int64_t>p[0] > seq:
+                    seq = <int64_t>p[0]
+                count += <int64_t>p[1]
+            if a[2] or count >= self.ack_threshold:
+                if prev is not None:
+                    del pending[sender]
+                now.append((sender, seq))
+            else:
+                pending[sender] = [seq, count]
+        return now

@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any
 
+from jgpy._core.batch import split_by_header
 from jgpy._core.headers import UnicastHeader
 from jgpy._core.message import Message
 from jgpy._core.recvpath import UnicastReceive, UnicastReceiver
@@ -98,6 +99,7 @@ class UNICAST(Protocol):
         tick = self.xmit_tick or max(20, min(self.timeout) // 4)
         self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "UNICAST xmit")
         self._ack_delay_ms = max(0, min(self.ack_delay, self.timeout[0] // 10 if self.timeout else 0))
+        self._recv.delay_acks, self._recv.ack_threshold = self._ack_delay_ms > 0, self.ack_threshold
 
     def stop(self) -> None:
         self.started = self._send.started = False
@@ -155,18 +157,21 @@ class UNICAST(Protocol):
         return UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
-        mine, rest = self.split_mine(msgs)
+        mine, rest = split_by_header(msgs, self.id)
         if mine:
             ex = self.stack.delivery
             run = False
             with self._lock:                     # hand-overs in the order the runs were removed
                 deliver, oob, acks, events = self._recv.process(mine, rest, self.max_msg_batch_size)
+                if self._pending_acks and self._ack_task is None:
+                    self._ack_task = self.timer.schedule(self._ack_delay_ms, self._send_delayed_acks,
+                                                         "UNICAST delayed acks")
                 if deliver and ex is not None:
                     run = ex.enqueue(self.up_prot.up_batch, deliver)
             if events is not None:
                 self._handle_events(events)
-            if acks:                             # before the delivery (JGRP-713: no needless retransmissions)
-                self._acknowledge(acks)
+            for sender, seq in acks:             # before the delivery (JGRP-713: no needless retransmissions)
+                self._send_ack(sender, seq)
             if oob:
                 self.up_prot.up_batch(oob)
             if run:                              # this thread delivers (not under the lock)
@@ -189,33 +194,6 @@ class UNICAST(Protocol):
                 self._rl.warning("bad-seqno", "%s: dropped a unicast from %s: %s", self.local_addr, sender, detail)
             else:
                 self._rl.error("bad-type", "UnicastHeader type %s not known", detail)
-
-    def _acknowledge(self, acks: dict) -> None:
-        """Send or delay the ACKs of a batch: ``acks`` = {sender: [highest seqno, new messages, at once?]}."""
-        delay = self._ack_delay_ms
-        if delay <= 0:                           # the default (2.12): nothing is ever pending, no lock needed
-            for sender, (seq, _count, _urgent) in acks.items():
-                if seq > 0:
-                    self._send_ack(sender, seq)
-            return
-        now: list = []
-        with self._lock:
-            pending = self._pending_acks
-            for sender, (seq, count, urgent) in acks.items():
-                if seq <= 0:
-                    continue
-                p = pending.get(sender)
-                if p is not None:
-                    seq, count = max(seq, p[0]), count + p[1]
-                if urgent or count >= self.ack_threshold:
-                    pending.pop(sender, None)
-                    now.append((sender, seq))
-                else:
-                    pending[sender] = [seq, count]
-            if pending and self._ack_task is None:
-                self._ack_task = self.timer.schedule(delay, self._send_delayed_acks, "UNICAST delayed acks")
-        for sender, seq in now:
-            self._send_ack(sender, seq)
 
     def _send_delayed_acks(self) -> None:
         with self._lock:
