@@ -178,6 +178,17 @@ class Channel(Protocol):
         if type(self).send is Channel.send:                      # not overridden: bytes payloads go straight to C
             self.send = self._send_core.send
 
+    @property
+    def receiver(self) -> Receiver:
+        """The application's callbacks (may be replaced at any time)."""
+        return self._delivery[0]
+
+    @receiver.setter
+    def receiver(self, receiver: Receiver) -> None:
+        # one attribute, replaced whole: a delivery sees the old pair or the new one; receive_batch is looked up
+        # here, not per delivered batch
+        self._delivery = (receiver, _batch_receive(receiver))
+
     # ---- life cycle ----
 
     @property
@@ -408,8 +419,7 @@ class Channel(Protocol):
                     ex.submit(self._deliver_all, regular)
 
     def _deliver_all(self, msgs: list) -> None:
-        receiver = self.receiver
-        batch = _batch_receive(receiver)
+        receiver, batch = self._delivery
         if batch is not None:
             try:
                 batch(msgs)

@@ -171,7 +171,8 @@ cdef class TransportReceive:
     kind "version" or "malformed", ``dropped(kind, count)`` for "own_bundles", "no_tp_header",
     "other_cluster" and "own_mcast", and ``up_failed(count, error)`` when the layer above raised."""
 
-    cdef public object owner              # the TP protocol: its header, cluster, address, dialect, up_prot
+    cdef public object owner              # the TP protocol: its header, cluster, dialect, up_prot
+    cdef public object local_addr         # ours (set by the protocol with SET_LOCAL_ADDRESS)
     cdef public int64_t datagrams_received
     cdef public int64_t msgs_received
     cdef public object bad_datagram
@@ -222,7 +223,7 @@ cdef class TransportReceive:
             self.dropped("own_bundles", skipped)
         if not msgs:
             return None
-        kept, no_hdr, other, own_mcast = filter_transport(msgs, tp.id, tp._cluster_utf, tp.local_addr,
+        kept, no_hdr, other, own_mcast = filter_transport(msgs, tp.id, tp._cluster_utf, self.local_addr,
                                                           tp.loopback and multicast)
         if no_hdr:
             self.dropped("no_tp_header", no_hdr)

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from jgpy._core.batch import credit_lengths
+from jgpy._core.batch import credit_lengths, split_by_header
 from jgpy._core.credits import CreditTable, ReceiverCredits
 from jgpy._core.headers import FcHeader
 from jgpy._core.jg212 import JavaObject, object_to_buffer
@@ -121,7 +121,7 @@ class FlowControl(Protocol):
     # ---- receiving ----
 
     def up_batch(self, msgs: list) -> None:
-        mine, rest = self.split_mine(msgs)
+        mine, rest = split_by_header(msgs, self.id)
         for msg in mine:
             hdr = msg.get_header(self.id)
             try:

@@ -26,6 +26,7 @@ import itertools
 import threading
 from typing import Any
 
+from jgpy._core.batch import split_by_header
 from jgpy._core.headers import FragHeader
 from jgpy._core.message import Message
 from jgpy._core.sendpath import FragSend
@@ -185,7 +186,7 @@ class FRAG2(Protocol):  # noqa: N801 - the JGroups name
     # ---- receiving ----
 
     def up_batch(self, msgs: list) -> None:
-        mine, rest = self.split_mine(msgs)
+        mine, rest = split_by_header(msgs, self.id)
         if not mine:
             self.num_received_msgs += len(msgs)
             self.up_prot.up_batch(msgs)

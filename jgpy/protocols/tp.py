@@ -222,7 +222,7 @@ class TP(Protocol):
             with self._cache_lock:
                 return dict(self.logical_addr_cache)
         if t == EventType.SET_LOCAL_ADDRESS:
-            self._send_core.local_addr = evt.arg
+            self._send_core.local_addr = self._recv_core.local_addr = evt.arg
             if self.physical_addr is not None:
                 self.add_physical_address(evt.arg, self.physical_addr)
             self.handle_local_address(evt.arg)
