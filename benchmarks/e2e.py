@@ -208,7 +208,10 @@ def _cell(rec: dict | None, key: str, digits: int = 0) -> str:
 
 
 def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a and b else "-"
+    if not a or not b:
+        return "-"
+    r = a / b
+    return f"{r:.2f}" if r >= 0.01 else f"{r:.1e}"        # e.g. jgpy's multicast round trip vs Java's 30 ms
 
 
 def _mixed(row: dict) -> tuple[dict | None, dict | None]:
@@ -347,7 +350,8 @@ def markdown(result: dict) -> list[str]:
            "Peak RSS = VmHWM during the measurement (reset before it); CPU = user + system seconds of the whole "
            "process (all threads, JIT and GC included) per 1,000 messages it sent or received (round trips for "
            "request/response). Medians over the repetitions; mixed: the member of that kind and role in a mixed "
-           "cluster (e.g. a jgpy receiver is the one a Java member sent to).", "",
+           "cluster (e.g. a jgpy receiver is the one a Java member sent to). CPU is read in clock ticks (10 ms): "
+           "the few hundred multicast round trips give a few ticks, coarse figures.", "",
            "| configuration | member | Java MB | jgpy MB | mixed MB (java / jgpy) | Java CPU s/1k | jgpy CPU s/1k | "
            "mixed CPU s/1k (java / jgpy) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for key, row in rows.items():
