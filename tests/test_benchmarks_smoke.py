@@ -105,6 +105,7 @@ def test_e2e_suite_tiny(tmp_path):
     import json
 
     from benchmarks import e2e
+    from jgpy.tools.perf import RTT_PATTERNS
     from tests.conftest import require_java
 
     require_java()
@@ -116,7 +117,7 @@ def test_e2e_suite_tiny(tmp_path):
         assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
     assert {("all_1k_3", c) for c in ("java", "jgpy", "mixed")} <= cols
     for r in res["records"]:
-        if r["pattern"] in ("rtt", "mrtt"):
+        if r["pattern"] in RTT_PATTERNS:
             assert r["rtt_p99_us"]["median"] > 0
         else:
             assert r["recv_msgs_per_s"]["median"] > 0 and r["send_msgs_per_s"]["median"] > 0
