@@ -67,6 +67,8 @@ class Responses:
 
 
 class Discovery(Protocol):
+    DYNAMIC_DISCOVERY = True          # finds members without knowing where they are (TCPPING: False)
+
     timeout = Property(to_int, 3000, "ms to wait for discovery responses")
     num_initial_members = Property(to_int, 2, "responses to wait for at most")
     num_initial_srv_members = Property(to_int, 0, "responses from servers (joined members) to wait for")
@@ -164,6 +166,9 @@ class Discovery(Protocol):
         if rest:
             self.up_prot.up_batch(rest)
 
+    def discovery_request_received(self, sender, name, physical_addrs) -> None:
+        """Hook: a discovery request from ``sender`` arrived (TCPPING remembers its physical address)."""
+
     def _learn(self, msg: Message, data: PingData) -> Any:
         addr = data.own_addr if data.own_addr is not None else msg.src
         physical = data.physical_addrs[0] if data.physical_addrs else None
@@ -185,6 +190,7 @@ class Discovery(Protocol):
                 return
             if data is not None:
                 self._learn(msg, data)
+                self.discovery_request_received(msg.src, data.logical_name, data.physical_addrs)
             if msg.src == self.local_addr:
                 return
             if self.return_entire_cache and hdr.view_id is None and self._rank() != 0:

@@ -27,6 +27,8 @@ log = logging.getLogger("jgpy.stack")
 PROTOCOLS: dict[str, str] = {
     "UDP": "jgpy.protocols.udp:UDP",
     "PING": "jgpy.protocols.ping:PING",
+    "TCP": "jgpy.protocols.tcp:TCP",
+    "TCPPING": "jgpy.protocols.tcpping:TCPPING",
     "MERGE2": "jgpy.protocols.merge2:MERGE2",
     "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",
     "FD_ALL": "jgpy.protocols.fd_all:FD_ALL",

@@ -97,6 +97,35 @@ def udp_props(mcast_addr: str, mcast_port: int) -> dict[str, str]:
             "jgroups.udp.ip_ttl": "0", "jgroups.bind_addr": "127.0.0.1"}
 
 
+def free_port_block(count: int, attempts: int = 50) -> int:
+    """The first of ``count`` consecutive TCP ports that are free on 127.0.0.1 right now (TCP clusters of
+    parallel tests each get their own block)."""
+    import socket
+    rnd = random.Random(os.getpid() * 7919 + time.monotonic_ns())
+    for _ in range(attempts):
+        base = rnd.randrange(20000, 60000 - count)
+        socks = []
+        try:
+            for p in range(base, base + count):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no block of {count} free TCP ports found in {attempts} attempts")
+
+
+def tcp_props(base_port: int, members: int) -> dict[str, str]:
+    """System properties that point the jar's ``tcp.xml`` (with TCP bind_port=``base_port``) at the ports
+    ``base_port`` .. ``base_port + members`` on loopback."""
+    hosts = ",".join(f"127.0.0.1[{p}]" for p in range(base_port, base_port + max(1, members)))
+    return {"jgroups.tcpping.initial_hosts": hosts, "jgroups.bind_addr": "127.0.0.1"}
+
+
 class HarnessNode:
     """A member process driven by JSON lines (``interop/PROTOCOL.md``): Java (:class:`JavaNode`) or jgpy
     (:class:`PyNode`). Always reaped: use it as a context manager or call :meth:`close`. Its stderr log is

@@ -1,0 +1,230 @@
+"""TCP: the transport over TCP connections (``org.jgroups.protocols.TCP`` / ``BasicTCP`` of 2.12).
+
+The member's physical address is its server socket (bind_addr:bind_port, the next free port up to
+bind_port + port_range). A unicast goes as one frame over the connection to the destination (opened on
+first use, see :mod:`jgpy.stack.tcpconnections`); a multicast is the same datagram, MULTICAST flag set,
+sent as a frame to every physical address the transport knows (the members', and those discovery found
+before the first view), except our own. The frames of a connection are read by one thread with the GIL
+released and go up in batches, as UDP's datagrams do.
+
+Unlike Java, jgpy does not bundle over TCP: every message is a frame of its own, and a connection's sender
+thread (``use_send_queues``) writes all frames queued meanwhile with one call, which batches a stream just
+as well without holding a message back.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+from jgpy._core.address import IpAddress
+from jgpy.errors import ConfigError
+from jgpy.protocols.tp import TP
+from jgpy.stack.events import Event, EventType
+from jgpy.stack.netutil import resolve_bind_addr
+from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_size, to_str
+from jgpy.stack.tcpconnections import ConnectionTable, SocketOptions
+
+
+class TCP(TP):
+    NAME = "TCP"
+
+    reaper_interval = Property(to_int, 0, "ms between checks for idle connections (0: none, unless "
+                               "conn_expire_time is set: then 5000)")
+    conn_expire_time = Property(to_int, 0, "ms a connection may be idle before it is closed (0: forever, unless "
+                                "reaper_interval is set: then 300000)")
+    use_send_queues = Property(to_bool, True, "give every connection a send queue and a sender thread (a sender "
+                               "never waits for a slow peer's socket)")
+    send_queue_size = Property(to_int, 10000, "max frames in a connection's send queue (senders wait when full)")
+    recv_buf_size = Property(to_size, 150000, "SO_RCVBUF of every connection")
+    send_buf_size = Property(to_size, 150000, "SO_SNDBUF of every connection")
+    sock_conn_timeout = Property(to_int, 2000, "max ms to open a connection")
+    peer_addr_read_timeout = Property(to_int, 1000, "max ms to wait for a connecting peer's handshake")
+    tcp_nodelay = Property(to_bool, True, "TCP_NODELAY on every connection")
+    linger = Property(to_int, -1, "SO_LINGER in seconds, as Java passes it to Socket.setSoLinger (-1: off)")
+    external_addr = Property(to_str, None, "the address to announce instead of bind_addr (a port-forwarding "
+                             "firewall's public address)")
+    max_frame = Property(to_size, 64 << 20, "jgpy: a frame longer than this closes the connection")
+
+    IGNORED_PROPERTIES = {
+        "suspect_on_send_failure": ignored("deprecated in 2.12"),
+        "skip_suspected_members": ignored("deprecated in 2.12"),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.server_sock: socket.socket | None = None
+        self._table: ConnectionTable | None = None
+        self._last_discovery = 0.0
+        self._reaper = None
+        self._activity: dict[Any, tuple[int, float]] = {}   # connection -> (frames so far, when they changed)
+        self.counters.update({"multicast_frames": 0, "discovery_requests": 0})
+
+    def init(self) -> None:
+        if self.send_queue_size < 0:
+            raise ConfigError(f"TCP send_queue_size={self.send_queue_size}: must be >= 0")
+        if self.bind_port <= 0:
+            discovery = [p for p in self.stack.protocols if getattr(p, "DYNAMIC_DISCOVERY", None) is not None]
+            if any(not p.DYNAMIC_DISCOVERY for p in discovery):
+                raise ConfigError("TCP bind_port must be set (> 0) with a static discovery protocol such as "
+                                  "TCPPING: the others find us only at a port they know")
+        if self.reaper_interval > 0 or self.conn_expire_time > 0:
+            if self.reaper_interval <= 0:
+                self.reaper_interval = 5000
+                self.log.warning("reaper_interval was 0, set it to %d", self.reaper_interval)
+            if self.conn_expire_time <= 0:
+                self.conn_expire_time = 300000
+                self.log.warning("conn_expire_time was 0, set it to %d", self.conn_expire_time)
+
+    # ---- life cycle ----
+
+    def start(self) -> None:
+        bind = resolve_bind_addr(self.bind_addr)
+        self.server_sock = self._server_socket(bind)
+        port = self.server_sock.getsockname()[1]
+        self.physical_addr = IpAddress(resolve_bind_addr(self.external_addr) if self.external_addr else bind, port)
+        options = SocketOptions(self.send_buf_size, self.recv_buf_size, self.tcp_nodelay, self.linger,
+                                self.sock_conn_timeout, self.peer_addr_read_timeout, self.use_send_queues,
+                                self.send_queue_size, self.max_frame)
+        self._table = ConnectionTable(self.server_sock, self.physical_addr, bind, self._recv_core.receive,
+                                      self._frames_failed, options, name=f"jgpy-tcp-{port}")
+        self._table.start()
+        super().start()
+        if self.reaper_interval > 0:
+            self._reaper = self.timer.schedule_with_fixed_delay(self.reaper_interval, self.reaper_interval,
+                                                                self._reap, "TCP connection reaper")
+        self.up_prot.up(Event(EventType.CONFIG, {"bind_addr": bind}))
+
+    def _server_socket(self, bind: str) -> socket.socket:
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            first = max(0, self.bind_port)
+            last = first + max(0, self.port_range) if first > 0 else 0
+            for p in range(first, last + 1):
+                try:
+                    sock.bind((bind, p))
+                    break
+                except OSError:
+                    continue
+            else:
+                raise ConfigError(f"TCP: no free port in {first}-{last} on {bind}: raise port_range or choose "
+                                  f"another bind_port")
+            sock.listen(128)
+            return sock
+        except BaseException:
+            sock.close()
+            raise
+
+    def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        table, self._table = self._table, None
+        if table is not None:
+            table.stop()
+        self.server_sock = None
+        super().stop()
+
+    def down(self, evt: Event) -> Any:
+        ret = super().down(evt)
+        if evt.type == EventType.VIEW_CHANGE and self._table is not None:
+            with self._cache_lock:
+                keep = {self.logical_addr_cache[m] for m in self.members if m in self.logical_addr_cache}
+            self._table.retain_all(keep)          # connections to former members are closed
+        return ret
+
+    # ---- sending: every message as a frame of its own ----
+
+    def _send_single(self, msg, dest, multicast: bool) -> None:
+        data = self.stack.dialect.encode_message(msg, multicast)
+        if multicast:
+            self.send_multicast_datagram(data)
+            return
+        physical = dest if isinstance(dest, IpAddress) else self.physical_for(dest)
+        if physical is None:
+            self.counters["dropped_no_physical_addr"] += 1
+            return
+        self.send_unicast_datagram(data, physical)
+
+    def send_unicast_datagram(self, data: bytes, dest: IpAddress) -> None:
+        if dest == self.physical_addr:
+            self._recv_core.receive([data], None, False)
+            return
+        table = self._table
+        if table is not None:
+            table.send(dest, data)
+
+    def send_multicast_datagram(self, data: bytes) -> None:
+        """To every physical address known (BasicTCP.sendMulticast), our own only without loopback (with
+        loopback, our copy went up already)."""
+        table = self._table
+        if table is None:
+            return
+        with self._cache_lock:
+            dests = {p for a, p in self.logical_addr_cache.items() if a not in self._removal_times}
+            missing = any(m not in self.logical_addr_cache for m in self.members)
+        if missing:
+            self._ask_discovery()
+        self.counters["multicast_frames"] += 1
+        for d in dests:
+            if d == self.physical_addr:
+                if not self.loopback:
+                    self._recv_core.receive([data], None, True)
+                continue
+            table.send(d, data)
+
+    def bundle(self, entry: bytes) -> None:
+        """A list entry alone, as a LIST of one (TCP does not bundle, see the module docstring)."""
+        self.send_multicast_datagram(self.stack.dialect.list_prefix(None, self.local_addr, True) + entry + b"\x00")
+
+    def _ask_discovery(self) -> None:
+        """Some member's physical address is unknown: ask discovery, at most every 10 s (as Java)."""
+        now = time.monotonic()
+        if now - self._last_discovery < 10.0:
+            return
+        self._last_discovery = now
+        self.counters["discovery_requests"] += 1
+        self.log.warning("%s: the address cache lacks a member's physical address: sending a discovery request",
+                         self.local_addr)
+        threading.Thread(target=self._find_members, name="jgpy-tcp-discovery", daemon=True).start()
+
+    def _find_members(self) -> None:
+        try:
+            self.up_prot.up(Event(EventType.FIND_INITIAL_MBRS))
+        except Exception:  # noqa: BLE001
+            self.log.exception("%s: discovery request failed", self.local_addr)
+
+    # ---- receiving ----
+
+    def _frames_failed(self, error: BaseException) -> None:
+        self.counters["up_errors"] += 1
+        self.log.error("%s: passing received frames up failed", self.local_addr, exc_info=error)
+
+    def _reap(self) -> None:
+        """Close connections that carried nothing for conn_expire_time (checked every reaper_interval)."""
+        table = self._table
+        if table is None:
+            return
+        now = time.monotonic()
+        conns = table.connections()
+        for c in conns:
+            s = c.stats()
+            activity = s["frames_received"] + s["frames_sent"]
+            seen = self._activity.get(c)
+            if seen is None or seen[0] != activity:
+                self._activity[c] = (activity, now)
+            elif (now - seen[1]) * 1000 >= self.conn_expire_time:
+                self.log.debug("%s: closing idle connection %s", self.local_addr, c.label)
+                table.connection_ended(c, "idle")
+        for c in [c for c in self._activity if c not in conns]:
+            del self._activity[c]
+
+    def dump_stats(self) -> dict[str, Any]:
+        d = super().dump_stats()
+        if self._table is not None:
+            d.update(self._table.stats())
+        return d

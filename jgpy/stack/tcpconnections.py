@@ -1,0 +1,444 @@
+"""The TCP connections of a member (``org.jgroups.blocks.TCPConnectionMap`` of 2.12).
+
+One server socket (the member's physical address) accepts connections; a send to a peer without a
+connection opens one. The connecting side sends the handshake (``bela``, the version, its physical
+address); the acceptor reads it and from then on both sides use the one socket in both directions, each
+direction a stream of frames (int length + datagram). When both sides connect at the same time, the
+acceptor keeps the new connection only if the peer's address is greater than its own, as Java does, so
+both end up on the same socket.
+
+Every connection has a reader thread (:class:`jgpy._core.tcp.StreamReader`, GIL released while it waits)
+and, with ``use_send_queues``, a sender thread that writes whatever was queued in one call, so a sender
+never waits for a slow peer's socket (until ``send_queue_size`` frames are queued).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import socket
+import struct
+import threading
+import time
+from typing import Callable
+
+from jgpy._core import jg212
+from jgpy._core.address import IpAddress
+from jgpy._core.tcp import SameSource, StreamReader, StreamWriter
+from jgpy.errors import WireFormatError, version_string
+from jgpy.stack.logutil import RateLimitedLog
+
+log = logging.getLogger("jgpy.tcp")
+
+#: the handshake's fixed part: cookie (4), version (2), address length (1)
+_HANDSHAKE_HEAD = 7
+
+
+class SocketOptions:
+    """What every connection's socket gets (TCP's properties)."""
+
+    def __init__(self, send_buf_size: int = 150000, recv_buf_size: int = 150000, tcp_nodelay: bool = True,
+                 linger: int = -1, sock_conn_timeout_ms: int = 2000, peer_addr_read_timeout_ms: int = 2000,
+                 use_send_queues: bool = True, send_queue_size: int = 10000, max_frame: int = 64 << 20):
+        self.send_buf_size = send_buf_size
+        self.recv_buf_size = recv_buf_size
+        self.tcp_nodelay = tcp_nodelay
+        self.linger = linger
+        self.sock_conn_timeout_ms = sock_conn_timeout_ms
+        self.peer_addr_read_timeout_ms = peer_addr_read_timeout_ms
+        self.use_send_queues = use_send_queues and send_queue_size > 0
+        self.send_queue_size = send_queue_size
+        self.max_frame = max_frame
+
+    def apply(self, sock: socket.socket) -> None:
+        for opt, size in ((socket.SO_SNDBUF, self.send_buf_size), (socket.SO_RCVBUF, self.recv_buf_size)):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, opt, size)
+            except OSError:
+                pass
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if self.tcp_nodelay else 0)
+        if self.linger > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, self.linger))   # seconds, as Java
+
+
+class SendQueue:
+    """Frames waiting for a connection's sender thread, which writes all of them at once."""
+
+    def __init__(self, writer: StreamWriter, capacity: int, name: str, on_failure: Callable[[OSError], None]):
+        self._writer = writer
+        self._capacity = capacity
+        self._items: collections.deque = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._idle = False
+        self._running = True
+        self._on_failure = on_failure
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, data: bytes, timeout: float = 60.0) -> bool:
+        """Queue a frame (waits while the queue is full); False if the connection is closing."""
+        items = self._items
+        if len(items) >= self._capacity:
+            with self._cond:
+                deadline = time.monotonic() + timeout
+                while self._running and len(items) >= self._capacity:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise OSError(f"send queue full ({self._capacity} frames) for {timeout:.0f} s")
+                    self._cond.wait(min(left, 0.5))
+        if not self._running:
+            return False
+        items.append(data)
+        if self._idle:
+            with self._cond:
+                self._cond.notify_all()
+        return True
+
+    def _run(self) -> None:
+        items, cond = self._items, self._cond
+        while True:
+            if not items:
+                with cond:
+                    self._idle = True
+                    while not items and self._running:
+                        cond.wait(1.0)
+                    self._idle = False
+                if not items:
+                    return                              # stopped and drained
+            batch = [items.popleft() for _ in range(len(items))]
+            if len(batch) >= self._capacity // 2:
+                with cond:
+                    cond.notify_all()                   # room again for waiting senders
+            try:
+                self._writer.send_many(batch)
+            except OSError as e:
+                self._running = False
+                self._on_failure(e)
+                return
+
+    def stop(self) -> None:
+        self._running = False
+        with self._cond:
+            self._cond.notify_all()
+
+    def join(self, timeout: float) -> None:
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class Connection:
+    """One TCP connection to a peer (by its physical address), with its reader and maybe sender thread."""
+
+    def __init__(self, table: "ConnectionTable", sock: socket.socket, peer: IpAddress, initiated: bool):
+        self.table = table
+        self.sock = sock
+        self.peer = peer
+        self.initiated = initiated
+        self.created = time.monotonic()
+        self.closed = False
+        self.writer = StreamWriter(sock)
+        self.reader = StreamReader(sock, table.handler, SameSource(peer.sockaddr()),
+                                   bufsize=256 * 1024, max_frame=table.options.max_frame)
+        self.reader.on_error = table.handler_failed
+        local = sock.getsockname()
+        self.label = f"{local[0]}:{local[1]}->{peer}"
+        self.queue = SendQueue(self.writer, table.options.send_queue_size, f"jgpy-tcp-send-{self.label}",
+                               self._send_failed) if table.options.use_send_queues else None
+        self._thread = threading.Thread(target=self._read, name=f"jgpy-tcp-recv-{self.label}", daemon=True)
+
+    def start(self, leftover: bytes = b"") -> None:
+        if leftover:
+            why = self.reader.feed(leftover)
+            if why is not None:
+                self.table.connection_ended(self, why)
+                return
+        self._thread.start()
+
+    def send(self, data: bytes) -> None:
+        if self.queue is not None:
+            if not self.queue.put(data):
+                raise OSError(f"connection to {self.peer} is closing")
+        else:
+            self.writer.send(data)
+
+    def _send_failed(self, e: OSError) -> None:
+        self.table.connection_ended(self, f"send failed: {e}")
+
+    def _read(self) -> None:
+        why = "closed"
+        try:
+            why = self.reader.run()
+        except Exception as e:  # noqa: BLE001 - the reader returns its reasons; anything else is a bug to log
+            why = f"reader failed: {e!r}"
+            log.exception("%s: TCP reader of %s failed", self.table.local_addr, self.label)
+        self.table.connection_ended(self, why)
+
+    @property
+    def is_open(self) -> bool:
+        return not self.closed
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.queue is not None:
+            self.queue.stop()
+            self.queue.join(0.5)        # let it write what is queued (a leave's last messages)
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)    # wakes the reader blocked in recv()
+        except OSError:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def join(self, timeout: float) -> None:
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def stats(self) -> dict:
+        r, w = self.reader, self.writer
+        return {"peer": str(self.peer), "initiated": self.initiated, "frames_received": r.frames_received,
+                "bytes_received": r.bytes_received, "reads": r.reads, "frames_sent": w.frames_sent,
+                "bytes_sent": w.bytes_sent, "writes": w.writes, "queued": len(self.queue) if self.queue else 0}
+
+
+class ConnectionTable:
+    """All TCP connections of one member, keyed by the peer's physical address.
+
+    ``handler(frames, sources, multicast)`` receives the frames of every connection (on its reader
+    thread); ``handler_failed(exc)`` is told when it raised."""
+
+    def __init__(self, server_sock: socket.socket, local_addr: IpAddress, bind_host: str,
+                 handler: Callable, handler_failed: Callable[[BaseException], None], options: SocketOptions,
+                 name: str = "jgpy-tcp"):
+        self.server_sock = server_sock
+        self.local_addr = local_addr
+        self.bind_host = bind_host
+        self.handler = handler
+        self.handler_failed = handler_failed
+        self.options = options
+        self.name = name
+        self.conns: dict[IpAddress, Connection] = {}
+        self._lock = threading.RLock()
+        self._running = False
+        self._acceptor: threading.Thread | None = None
+        self._rl = RateLimitedLog(log)
+        self.counters = {"connections_accepted": 0, "connections_opened": 0, "connections_rejected": 0,
+                         "connections_replaced": 0, "connect_failures": 0, "connections_closed": 0,
+                         "send_failures": 0, "bad_streams": 0}
+
+    # ---- life cycle ----
+
+    def start(self) -> None:
+        if self._running:
+            return
+        self._running = True
+        self._acceptor = threading.Thread(target=self._accept_loop, name=f"{self.name}-acceptor-{self.local_addr}",
+                                          daemon=True)
+        self._acceptor.start()
+
+    def stop(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        try:
+            self.server_sock.shutdown(socket.SHUT_RDWR)     # wakes the acceptor blocked in accept()
+        except OSError:
+            pass
+        try:
+            self.server_sock.close()
+        except OSError:
+            pass
+        if self._acceptor is not None and threading.current_thread() is not self._acceptor:
+            self._acceptor.join(3.0)
+        with self._lock:
+            conns = list(self.conns.values())
+            self.conns.clear()
+        for c in conns:
+            c.close()
+        for c in conns:
+            c.join(2.0)
+
+    # ---- sending ----
+
+    def send(self, dest: IpAddress, data: bytes) -> None:
+        """Send one datagram to ``dest`` as a frame, connecting first if needed. Failures are counted and
+        logged (the reliable protocols above retransmit); nothing is raised."""
+        if not self._running:
+            return
+        conn = self._connection_to(dest)
+        if conn is None:
+            return
+        try:
+            conn.send(data)
+        except OSError as e:
+            self.counters["send_failures"] += 1
+            self._rl.warning(f"send-{dest}", "%s: sending %d bytes to %s failed: %s", self.local_addr, len(data),
+                             dest, e)
+            self.connection_ended(conn, f"send failed: {e}")
+
+    def _connection_to(self, dest: IpAddress) -> Connection | None:
+        conn = self.conns.get(dest)
+        if conn is not None and conn.is_open:
+            return conn
+        with self._lock:                  # as Java: connecting holds the table (sock_conn_timeout at most)
+            conn = self.conns.get(dest)
+            if conn is not None and conn.is_open:
+                return conn
+            if not self._running:
+                return None
+            try:
+                sock = self._connect(dest)
+            except OSError as e:
+                self.counters["connect_failures"] += 1
+                log.debug("%s: cannot connect to %s: %s", self.local_addr, dest, e)   # Java: trace (TCPPING probes)
+                return None
+            conn = Connection(self, sock, dest, initiated=True)
+            self.conns[dest] = conn
+            self.counters["connections_opened"] += 1
+        conn.start()
+        return conn
+
+    def _connect(self, dest: IpAddress) -> socket.socket:
+        family = socket.AF_INET6 if dest.is_ipv6 else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.bind((self.bind_host, 0))
+            self.options.apply(sock)
+            sock.settimeout(max(0.001, self.options.sock_conn_timeout_ms / 1000.0))
+            sock.connect(dest.sockaddr())
+            sock.settimeout(None)
+            sock.sendall(jg212.encode_tcp_handshake(self.local_addr))
+            return sock
+        except BaseException:
+            sock.close()
+            raise
+
+    # ---- accepting ----
+
+    def _accept_loop(self) -> None:
+        while self._running:
+            try:
+                sock, src = self.server_sock.accept()
+            except OSError:
+                if not self._running:
+                    return
+                time.sleep(0.05)          # e.g. EMFILE: do not spin
+                continue
+            try:
+                self._accepted(sock, src)
+            except Exception:  # noqa: BLE001 - one bad peer must not end the acceptor
+                log.exception("%s: handling the connection from %s failed", self.local_addr, src)
+                _close(sock)
+
+    def _accepted(self, sock: socket.socket, src) -> None:
+        try:
+            self.options.apply(sock)
+            peer = self._read_handshake(sock, src)
+        except (OSError, WireFormatError) as e:
+            self.counters["connections_rejected"] += 1
+            self._rl.warning(f"handshake-{src[0]}", "%s: closed the connection from %s:%s: %s", self.local_addr,
+                             src[0], src[1], e)
+            _close(sock)
+            return
+        if peer is None:
+            _close(sock)
+            return
+        with self._lock:
+            if not self._running:
+                _close(sock)
+                return
+            old = self.conns.get(peer)
+            if old is not None and old.is_open:
+                if peer.compare_to(self.local_addr) <= 0:   # both connected: the greater address's socket wins
+                    self.counters["connections_rejected"] += 1
+                    _close(sock)
+                    return
+                self.counters["connections_replaced"] += 1
+            conn = Connection(self, sock, peer, initiated=False)
+            self.conns[peer] = conn
+            self.counters["connections_accepted"] += 1
+        if old is not None:
+            old.close()
+        conn.start()
+
+    def _read_handshake(self, sock: socket.socket, src) -> IpAddress | None:
+        """The connector's physical address from its handshake (read within peer_addr_read_timeout)."""
+        sock.settimeout(max(0.001, self.options.peer_addr_read_timeout_ms / 1000.0))
+        head = _read_exact(sock, _HANDSHAKE_HEAD)
+        if head[:4] != jg212.TCP_COOKIE:
+            raise WireFormatError(f"bad handshake cookie {head[:4]!r} (not a JGroups TCP peer?)", "handshake.cookie",
+                                  0)
+        version = int.from_bytes(head[4:6], "big")
+        if not jg212.is_binary_compatible(version):
+            log.warning("%s: the peer at %s:%s has version %s, ours is %s: this may cause problems",
+                        self.local_addr, src[0], src[1], version_string(version), version_string(jg212.VERSION))
+        addr_len = head[6]
+        data = head + _read_exact(sock, addr_len + (4 if addr_len == 16 else 0) + 2 + 1)
+        if data[-1]:                                          # additional data: short length + bytes
+            extra = _read_exact(sock, 2)
+            data += extra + _read_exact(sock, int.from_bytes(extra, "big"))
+        _version, peer, used = jg212.decode_tcp_handshake(data)
+        sock.settimeout(None)
+        return peer
+
+    # ---- connections ending ----
+
+    def connection_ended(self, conn: Connection, why: str) -> None:
+        with self._lock:
+            if self.conns.get(conn.peer) is conn:
+                del self.conns[conn.peer]
+            was_closed = conn.closed
+        if not was_closed:
+            self.counters["connections_closed"] += 1
+            if why.startswith("frame length"):
+                self.counters["bad_streams"] += 1
+                self._rl.warning(f"bad-stream-{conn.peer}", "%s: closing the connection %s: %s", self.local_addr,
+                                 conn.label, why)
+            elif self._running:
+                log.debug("%s: connection %s ended: %s", self.local_addr, conn.label, why)
+        conn.close()
+
+    def retain_all(self, peers: set) -> None:
+        """Close the connections to peers not in ``peers`` (former members)."""
+        with self._lock:
+            gone = [c for p, c in self.conns.items() if p not in peers]
+            for c in gone:
+                del self.conns[c.peer]
+        for c in gone:
+            c.close()
+
+    # ---- diagnostics ----
+
+    def connections(self) -> list[Connection]:
+        with self._lock:
+            return list(self.conns.values())
+
+    def stats(self) -> dict:
+        conns = self.connections()
+        d = dict(self.counters)
+        d["connections"] = [c.stats() for c in conns]
+        return d
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise OSError(f"the peer closed the connection after {len(buf)} of {n} handshake bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.close()
+    except OSError:
+        pass
