@@ -7,9 +7,11 @@ sent as a frame to every physical address the transport knows (the members', and
 before the first view), except our own. The frames of a connection are read by one thread with the GIL
 released and go up in batches, as UDP's datagrams do.
 
-Unlike Java, jgpy does not bundle over TCP: every message is a frame of its own, and a connection's sender
-thread (``use_send_queues``) writes all frames queued meanwhile with one call, which batches a stream just
-as well without holding a message back.
+Bundling (``enable_bundling``, with ``use_send_queues``): regular messages are queued on the connection as
+bundle entries, and its sender thread turns what was queued while it wrote the previous batch into LIST
+datagrams of up to max_bundle_size, as Java's bundler does (a Java receiver hands a LIST, not every message,
+to its thread pool, whose stock tcp.xml settings discard what it cannot take at once). No message waits for a
+timer: a lone message on an idle connection is written at once by the sending thread.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ import time
 from typing import Any
 
 from jgpy._core.address import IpAddress
+from jgpy._core.message import Message
 from jgpy.errors import ConfigError
 from jgpy.protocols.tp import TP
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.netutil import resolve_bind_addr
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_size, to_str
-from jgpy.stack.tcpconnections import ConnectionTable, SocketOptions
+from jgpy.stack.tcpconnections import FRAME, ConnectionTable, SocketOptions
+
+OOB_OR_DONT_BUNDLE = Message.OOB | Message.DONT_BUNDLE
 
 
 class TCP(TP):
@@ -87,10 +92,12 @@ class TCP(TP):
         self.physical_addr = IpAddress(resolve_bind_addr(self.external_addr) if self.external_addr else bind, port)
         options = SocketOptions(self.send_buf_size, self.recv_buf_size, self.tcp_nodelay, self.linger,
                                 self.sock_conn_timeout, self.peer_addr_read_timeout, self.use_send_queues,
-                                self.send_queue_size, self.max_frame)
+                                self.send_queue_size, self.max_frame, self.max_bundle_size)
         self._table = ConnectionTable(self.server_sock, self.physical_addr, bind, self._recv_core.receive,
                                       self._frames_failed, options, name=f"jgpy-tcp-{port}")
         self._table.start()
+        if self.local_addr is not None:
+            self.handle_local_address(self.local_addr)
         super().start()
         if self.reaper_interval > 0:
             self._reaper = self.timer.schedule_with_fixed_delay(self.reaper_interval, self.reaper_interval,
@@ -137,18 +144,36 @@ class TCP(TP):
             self._table.retain_all(keep)          # connections to former members are closed
         return ret
 
-    # ---- sending: every message as a frame of its own ----
+    def handle_local_address(self, addr) -> None:
+        if self._table is not None:
+            dialect = self.stack.dialect
+            self._table.list_prefix = lambda dest: dialect.list_prefix(dest, addr, dest is None)
+
+    # ---- sending: regular messages as bundle entries, the others as datagrams of their own ----
 
     def _send_single(self, msg, dest, multicast: bool) -> None:
-        data = self.stack.dialect.encode_message(msg, multicast)
+        physical = None
+        if not multicast:
+            physical = dest if isinstance(dest, IpAddress) else self.physical_for(dest)
+            if physical is None:
+                self.counters["dropped_no_physical_addr"] += 1
+                return
+        dialect = self.stack.dialect
+        if (self.enable_bundling and self.use_send_queues and not (msg.flags & OOB_OR_DONT_BUNDLE)
+                and not isinstance(dest, IpAddress) and self.local_addr is not None):
+            entry = dialect.encode_list_entry(msg, self.local_addr)
+            if multicast:
+                self._send_to_all(entry, None)
+            elif physical == self.physical_addr:
+                self._recv_core.receive([dialect.encode_message(msg, False)], None, False)
+            elif self._table is not None:
+                self._table.send(physical, entry, dest)
+            return
+        data = dialect.encode_message(msg, multicast)
         if multicast:
             self.send_multicast_datagram(data)
-            return
-        physical = dest if isinstance(dest, IpAddress) else self.physical_for(dest)
-        if physical is None:
-            self.counters["dropped_no_physical_addr"] += 1
-            return
-        self.send_unicast_datagram(data, physical)
+        else:
+            self.send_unicast_datagram(data, physical)
 
     def send_unicast_datagram(self, data: bytes, dest: IpAddress) -> None:
         if dest == self.physical_addr:
@@ -159,8 +184,12 @@ class TCP(TP):
             table.send(dest, data)
 
     def send_multicast_datagram(self, data: bytes) -> None:
+        self._send_to_all(data, FRAME)
+
+    def _send_to_all(self, data: bytes, key) -> None:
         """To every physical address known (BasicTCP.sendMulticast), our own only without loopback (with
-        loopback, our copy went up already)."""
+        loopback, our copy went up already). ``data``: a datagram (``key`` FRAME) or a multicast's bundle
+        entry (``key`` None)."""
         table = self._table
         if table is None:
             return
@@ -173,13 +202,15 @@ class TCP(TP):
         for d in dests:
             if d == self.physical_addr:
                 if not self.loopback:
-                    self._recv_core.receive([data], None, True)
+                    own = data if key is FRAME else \
+                        self.stack.dialect.list_prefix(None, self.local_addr, True) + data + b"\x00"   # a LIST of one
+                    self._recv_core.receive([own], None, True)
                 continue
-            table.send(d, data)
+            table.send(d, data, key)
 
     def bundle(self, entry: bytes) -> None:
-        """A list entry alone, as a LIST of one (TCP does not bundle, see the module docstring)."""
-        self.send_multicast_datagram(self.stack.dialect.list_prefix(None, self.local_addr, True) + entry + b"\x00")
+        """Queue a multicast's bundle entry on every connection."""
+        self._send_to_all(entry, None)
 
     def _ask_discovery(self) -> None:
         """Some member's physical address is unknown: ask discovery, at most every 10 s (as Java)."""

@@ -39,7 +39,8 @@ class SocketOptions:
 
     def __init__(self, send_buf_size: int = 150000, recv_buf_size: int = 150000, tcp_nodelay: bool = True,
                  linger: int = -1, sock_conn_timeout_ms: int = 2000, peer_addr_read_timeout_ms: int = 2000,
-                 use_send_queues: bool = True, send_queue_size: int = 10000, max_frame: int = 64 << 20):
+                 use_send_queues: bool = True, send_queue_size: int = 10000, max_frame: int = 64 << 20,
+                 max_bundle_size: int = 64000):
         self.send_buf_size = send_buf_size
         self.recv_buf_size = recv_buf_size
         self.tcp_nodelay = tcp_nodelay
@@ -49,6 +50,7 @@ class SocketOptions:
         self.use_send_queues = use_send_queues and send_queue_size > 0
         self.send_queue_size = send_queue_size
         self.max_frame = max_frame
+        self.max_bundle_size = max_bundle_size
 
     def apply(self, sock: socket.socket) -> None:
         for opt, size in ((socket.SO_SNDBUF, self.send_buf_size), (socket.SO_RCVBUF, self.recv_buf_size)):
@@ -62,38 +64,107 @@ class SocketOptions:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, self.linger))   # seconds, as Java
 
 
-class SendQueue:
-    """Frames waiting for a connection's sender thread, which writes all of them at once."""
+#: the key of a queued item that is a whole datagram (the other items are bundle entries, keyed by their
+#: bundle's destination: None for multicast, else the member's logical address)
+FRAME = object()
 
-    def __init__(self, writer: StreamWriter, capacity: int, name: str, on_failure: Callable[[OSError], None]):
+
+class SendQueue:
+    """What waits for a connection's sender thread, which writes all of it with one call.
+
+    Items are whole datagrams, or regular messages as bundle entries: the sender turns each run of entries
+    for the same destination into LIST datagrams of up to ``max_bundle_size`` bytes, as Java's bundler does
+    (a Java receiver then hands one LIST, not every message, to its thread pool). Nothing waits for a timer:
+    a bundle holds what was queued while the previous write was in progress. When the queue is empty and
+    the sender idle, the caller writes its datagram itself (no thread hand-over for a lone message)."""
+
+    def __init__(self, writer: StreamWriter, capacity: int, name: str, on_failure: Callable[[OSError], None],
+                 list_prefix: Callable[[object], bytes], max_bundle_size: int = 64000):
         self._writer = writer
         self._capacity = capacity
         self._items: collections.deque = collections.deque()
         self._cond = threading.Condition(threading.Lock())
+        self._busy = threading.Lock()           # held while a batch is taken and written (keeps the order)
         self._idle = False
         self._running = True
         self._on_failure = on_failure
+        self._list_prefix = list_prefix
+        self._prefixes: dict = {}
+        self.max_bundle_size = max_bundle_size
+        self.bundles = 0
+        self.inline_writes = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def put(self, data: bytes, timeout: float = 60.0) -> bool:
-        """Queue a frame (waits while the queue is full); False if the connection is closing."""
+    def put(self, data: bytes, key=FRAME, timeout: float = 60.0) -> bool:
+        """Queue a datagram (``key`` FRAME) or a bundle entry for destination ``key`` (waits while the
+        queue is full); False if the connection is closing."""
         items = self._items
+        if not items and self._running and self._busy.acquire(False):
+            try:                                # nothing queued, nobody writing: write it now, from here
+                if not items:
+                    self.inline_writes += 1
+                    self._writer.send_many(self._frames([(key, data)]))
+                    return True
+            except OSError as e:
+                self._running = False
+                self._on_failure(e)
+                return False
+            finally:
+                self._busy.release()
         if len(items) >= self._capacity:
             with self._cond:
                 deadline = time.monotonic() + timeout
                 while self._running and len(items) >= self._capacity:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise OSError(f"send queue full ({self._capacity} frames) for {timeout:.0f} s")
+                        raise OSError(f"send queue full ({self._capacity} items) for {timeout:.0f} s")
                     self._cond.wait(min(left, 0.5))
         if not self._running:
             return False
-        items.append(data)
+        items.append((key, data))
         if self._idle:
             with self._cond:
                 self._cond.notify_all()
         return True
+
+    def _prefix(self, key) -> bytes:
+        p = self._prefixes.get(key)
+        if p is None:
+            if len(self._prefixes) > 64:
+                self._prefixes.clear()
+            p = self._prefixes[key] = self._list_prefix(key)
+        return p
+
+    def _frames(self, batch: list) -> list:
+        """The datagrams of a batch: whole ones as they are, runs of entries as LIST bundles."""
+        out: list = []
+        parts: list = []
+        size = 0
+        run_key = FRAME
+        limit = self.max_bundle_size - 1
+        for key, data in batch:
+            if key is FRAME:
+                if parts:
+                    parts.append(b"\x00")
+                    out.append(b"".join(parts))
+                    parts, run_key = [], FRAME
+                out.append(data)
+                continue
+            if parts and (key != run_key or size + len(data) > limit):
+                parts.append(b"\x00")
+                out.append(b"".join(parts))
+                parts = []
+            if not parts:
+                prefix = self._prefix(key)
+                parts, size, run_key = [prefix], len(prefix), key
+                self.bundles += 1
+            parts.append(data)
+            size += len(data)
+        if parts:
+            parts.append(b"\x00")
+            out.append(b"".join(parts))
+        return out
 
     def _run(self) -> None:
         items, cond = self._items, self._cond
@@ -106,16 +177,17 @@ class SendQueue:
                     self._idle = False
                 if not items:
                     return                              # stopped and drained
-            batch = [items.popleft() for _ in range(len(items))]
-            if len(batch) >= self._capacity // 2:
-                with cond:
-                    cond.notify_all()                   # room again for waiting senders
-            try:
-                self._writer.send_many(batch)
-            except OSError as e:
-                self._running = False
-                self._on_failure(e)
-                return
+            with self._busy:
+                batch = [items.popleft() for _ in range(len(items))]
+                if len(batch) >= self._capacity // 2:
+                    with cond:
+                        cond.notify_all()               # room again for waiting senders
+                try:
+                    self._writer.send_many(self._frames(batch))
+                except OSError as e:
+                    self._running = False
+                    self._on_failure(e)
+                    return
 
     def stop(self) -> None:
         self._running = False
@@ -147,7 +219,9 @@ class Connection:
         local = sock.getsockname()
         self.label = f"{local[0]}:{local[1]}->{peer}"
         self.queue = SendQueue(self.writer, table.options.send_queue_size, f"jgpy-tcp-send-{self.label}",
-                               self._send_failed) if table.options.use_send_queues else None
+                               self._send_failed, lambda key: table.list_prefix(key),
+                               table.options.max_bundle_size) \
+            if table.options.use_send_queues else None
         self._thread = threading.Thread(target=self._read, name=f"jgpy-tcp-recv-{self.label}", daemon=True)
 
     def start(self, leftover: bytes = b"") -> None:
@@ -158,12 +232,15 @@ class Connection:
                 return
         self._thread.start()
 
-    def send(self, data: bytes) -> None:
+    def send(self, data: bytes, key=FRAME) -> None:
+        """Send a datagram (``key`` FRAME), or a bundle entry for destination ``key`` (see SendQueue)."""
         if self.queue is not None:
-            if not self.queue.put(data):
+            if not self.queue.put(data, key):
                 raise OSError(f"connection to {self.peer} is closing")
-        else:
+        elif key is FRAME:
             self.writer.send(data)
+        else:                                   # no sender thread, no bundles: a LIST of one
+            self.writer.send(self.table.list_prefix(key) + data + b"\x00")
 
     def _send_failed(self, e: OSError) -> None:
         self.table.connection_ended(self, f"send failed: {e}")
@@ -205,14 +282,19 @@ class Connection:
         r, w = self.reader, self.writer
         return {"peer": str(self.peer), "initiated": self.initiated, "frames_received": r.frames_received,
                 "bytes_received": r.bytes_received, "reads": r.reads, "frames_sent": w.frames_sent,
-                "bytes_sent": w.bytes_sent, "writes": w.writes, "queued": len(self.queue) if self.queue else 0}
+                "bytes_sent": w.bytes_sent, "writes": w.writes, "queued": len(self.queue) if self.queue else 0,
+                "bundles": self.queue.bundles if self.queue else 0,
+                "inline_writes": self.queue.inline_writes if self.queue else 0}
 
 
 class ConnectionTable:
     """All TCP connections of one member, keyed by the peer's physical address.
 
     ``handler(frames, sources, multicast)`` receives the frames of every connection (on its reader
-    thread); ``handler_failed(exc)`` is told when it raised."""
+    thread); ``handler_failed(exc)`` is told when it raised. ``list_prefix(dest)``: the start of a LIST
+    datagram to ``dest`` (None: multicast), for bundles; set by the transport once it knows its address."""
+
+    list_prefix: Callable[[object], bytes] | None = None
 
     def __init__(self, server_sock: socket.socket, local_addr: IpAddress, bind_host: str,
                  handler: Callable, handler_failed: Callable[[BaseException], None], options: SocketOptions,
@@ -267,16 +349,17 @@ class ConnectionTable:
 
     # ---- sending ----
 
-    def send(self, dest: IpAddress, data: bytes) -> None:
-        """Send one datagram to ``dest`` as a frame, connecting first if needed. Failures are counted and
-        logged (the reliable protocols above retransmit); nothing is raised."""
+    def send(self, dest: IpAddress, data: bytes, key=FRAME) -> None:
+        """Send one datagram (or a bundle entry for the member ``key``, see SendQueue) to ``dest``,
+        connecting first if needed. Failures are counted and logged (the reliable protocols above
+        retransmit); nothing is raised."""
         if not self._running:
             return
         conn = self._connection_to(dest)
         if conn is None:
             return
         try:
-            conn.send(data)
+            conn.send(data, key)
         except OSError as e:
             self.counters["send_failures"] += 1
             self._rl.warning(f"send-{dest}", "%s: sending %d bytes to %s failed: %s", self.local_addr, len(data),

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from jgpy.testing.java import (JGROUPS_JAR, REPO_ROOT, ensure_compiled, interop_classes_dir, java_unavailable_reason,
-                               udp_props, unique_group)
+from jgpy.stack.config import load_config
+from jgpy.testing.java import (JGROUPS_JAR, REPO_ROOT, ensure_compiled, free_port_block, interop_classes_dir,
+                               java_unavailable_reason, tcp_props, udp_props, unique_group)
 from jgpy.tools.children import ChildProcesses
 
 log = logging.getLogger("jgpy.perf")
@@ -292,8 +293,18 @@ class Cluster:
     def __init__(self, kinds: str, config: str = "udp.xml", jvm_args: Iterable[str] = ()):
         self.kinds = kinds
         self.config = config
-        addr, port = unique_group()
-        self.props = udp_props(addr, port)
+        self._config_file: str | None = None
+        stack = load_config(config)
+        if stack.protocols and stack.protocols[0].name.rsplit(".", 1)[-1] == "TCP":
+            # a block of free ports of our own: TCP's bind_port moved there, TCPPING pointed at it
+            base = free_port_block(len(kinds) + 2)
+            with tempfile.NamedTemporaryFile("w", prefix="jgpy-perf-cfg-", suffix=".xml", delete=False) as f:
+                f.write(stack.with_properties(stack.protocols[0].name, bind_port=str(base)).to_xml())
+            self.config = self._config_file = f.name
+            self.props = tcp_props(base, len(kinds))
+        else:
+            addr, port = unique_group()
+            self.props = udp_props(addr, port)
         self.cluster = f"perf-{uuid.uuid4().hex[:10]}"
         counts: dict[str, int] = {}
         self.names = []
@@ -345,6 +356,12 @@ class Cluster:
                 pass
         for m in self.members:
             m.close()
+        if self._config_file is not None:
+            try:
+                os.unlink(self._config_file)
+            except OSError:
+                pass
+            self._config_file = None
 
     def member(self, name: str) -> MemberProcess:
         return next(m for m in self.members if m.name == name)
