@@ -54,6 +54,15 @@ THREE = [
     Workload("mcast_1k_3", "1 KB multicast, 1 sender, 3 members", "mcast", 1000, 180_000, 18_000, 3),
     Workload("all_1k_3", "1 KB multicast, all 3 members send", "all", 1000, 80_000, 8_000, 3),
 ]
+#: the same clusters on the jar's unchanged tcp.xml (TCP's bind_port moved to a free block of ports). Few
+#: messages: Java 2.12 on the stock tcp.xml manages a few thousand a second under load (its thread pools have
+#: no queue and discard, so its members keep retransmitting; see benchmarks/README.md)
+TCP_TWO = [
+    Workload("tcp_mcast_1k_2", "tcp.xml: 1 KB multicast, 1 sender, 2 members", "mcast", 1000, 10_000, 1_000, 2),
+    Workload("tcp_unicast_1k", "tcp.xml: 1 KB unicast stream, 2 members", "unicast", 1000, 10_000, 1_000, 2),
+    Workload("tcp_rtt_100", "tcp.xml: 100 B request/response, 2 members", "rtt", 100, 5_000, 500, 2),
+]
+TCP_CONFIG = "tcp.xml"
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
 
@@ -156,8 +165,9 @@ def groups(scale: float, members3: bool = True, java: bool = True) -> list[tuple
     return out
 
 
-def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml") -> dict:
-    """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it)."""
+def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True) -> dict:
+    """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
+    the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -166,12 +176,17 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
         ensure_compiled()
     gs = groups(scale, members3, java=reason is None)
     workloads = [w for _, ws in gs for w in ws]
-    n = sum(reps * sum(len(P.directions(k, w)) for k in ks) for ks, ws in gs for w in ws)
-    progress(f"{n} measurements ({reps} repetitions), config {config}, scale {scale:g}")
+    tcp_gs = [(["JJ", "PP", "JP"] if reason is None else ["PP"], [w.scaled(scale) for w in TCP_TWO])] if tcp else []
+    n = sum(reps * sum(len(P.directions(k, w)) for k in ks) for ks, ws in gs + tcp_gs for w in ws)
+    progress(f"{n} measurements ({reps} repetitions), config {config}{' and ' + TCP_CONFIG if tcp else ''}, "
+             f"scale {scale:g}")
     raw = run_raw(workloads, reps, scale)
     records = P.run_suite(gs, reps=reps, config=config, progress=progress, warmup=min(1.0, scale))
     for rec in records:
         rec["raw"] = raw_spec(next(w for w in workloads if w.key == rec["workload"]))[0]
+    if tcp_gs:                             # no raw limit: rawlimit measures UDP
+        records += P.run_suite(tcp_gs, reps=reps, config=TCP_CONFIG, progress=progress, warmup=min(1.0, scale))
+        workloads += tcp_gs[0][1]
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "",
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -262,6 +277,15 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
         for col, label in (("mixed_j", "Java sends"), ("mixed_p", "jgpy sends")):
             out.append((f"mixed ({label}) / slower pure, 1 KB multicast", _fmt(_med(m.get(col), "recv_msgs_per_s"))
                         + " msgs/s", f"{_fmt(min(j, p))} msgs/s", _ratio(_med(m.get(col), "recv_msgs_per_s"), min(j, p))))
+    for key, label in (("tcp_mcast_1k_2", "1 KB multicast"), ("tcp_unicast_1k", "1 KB unicast")):
+        t = rows.get(key, {})
+        if t:
+            add(f"tcp.xml: throughput jgpy / Java, {label}", _med(t.get("jgpy"), "recv_msgs_per_s"),
+                _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+    t = rows.get("tcp_rtt_100", {})
+    if t:
+        add("tcp.xml: round-trip p99 jgpy / Java, 100 B", _med(t.get("jgpy"), "rtt_p99_us"),
+            _med(t.get("java"), "rtt_p99_us"), "us")
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
         add("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", p, raw, "/s")

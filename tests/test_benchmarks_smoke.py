@@ -101,7 +101,8 @@ def test_members_reject_bad_commands():
 
 def test_e2e_suite_tiny(tmp_path):
     """The whole end-to-end suite at a few hundred messages per run, 1 repetition: every cluster (Java-only,
-    jgpy-only, mixed; 2 and 3 members) completes every workload, and the tables and plots render."""
+    jgpy-only, mixed; 2 and 3 members; udp.xml and tcp.xml) completes every workload, and the tables and plots
+    render."""
     import json
 
     from benchmarks import e2e
@@ -113,7 +114,7 @@ def test_e2e_suite_tiny(tmp_path):
     bad = [(r["workload"], r["column"], [x["errors"] for x in r["runs"]]) for r in res["records"] if not r["complete"]]
     assert not bad, bad
     cols = {(r["workload"], r["column"]) for r in res["records"]}
-    for w in e2e.TWO:
+    for w in e2e.TWO + e2e.TCP_TWO:
         assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
     assert {("all_1k_3", c) for c in ("java", "jgpy", "mixed")} <= cols
     for r in res["records"]:
@@ -126,6 +127,7 @@ def test_e2e_suite_tiny(tmp_path):
     md = "\n".join(e2e.markdown(res))
     assert "| throughput jgpy / Java, 1 KB multicast, 1 sender, 2 members |" in md and "INCOMPLETE" not in md
     assert "### Round trip: 100 B multicast request, unicast response, 2 members" in md
+    assert "| tcp.xml: throughput jgpy / Java, 1 KB unicast |" in md
     json.dumps(res)                                            # the JSON file can be written
     pngs = e2e.plots(res, tmp_path)
     try:
