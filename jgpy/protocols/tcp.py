@@ -11,7 +11,8 @@ Bundling (``enable_bundling``, with ``use_send_queues``): regular messages are q
 bundle entries, and its sender thread turns what was queued while it wrote the previous batch into LIST
 datagrams of up to max_bundle_size, as Java's bundler does (a Java receiver hands a LIST, not every message,
 to its thread pool, whose stock tcp.xml settings discard what it cannot take at once). No message waits for a
-timer: a lone message on an idle connection is written at once by the sending thread.
+timer: one that follows the previous one on its connection by ``unicast_stream_gap_us`` or more, with nothing
+queued, is written at once by the sending thread.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ class TCP(TP):
         self.physical_addr = IpAddress(resolve_bind_addr(self.external_addr) if self.external_addr else bind, port)
         options = SocketOptions(self.send_buf_size, self.recv_buf_size, self.tcp_nodelay, self.linger,
                                 self.sock_conn_timeout, self.peer_addr_read_timeout, self.use_send_queues,
-                                self.send_queue_size, self.max_frame, self.max_bundle_size)
+                                self.send_queue_size, self.max_frame, self.max_bundle_size,
+                                self.unicast_stream_gap_us, float(self.max_bundle_timeout))
         self._table = ConnectionTable(self.server_sock, self.physical_addr, bind, self._recv_core.receive,
                                       self._frames_failed, options, name=f"jgpy-tcp-{port}")
         self._table.start()

@@ -40,7 +40,7 @@ class SocketOptions:
     def __init__(self, send_buf_size: int = 150000, recv_buf_size: int = 150000, tcp_nodelay: bool = True,
                  linger: int = -1, sock_conn_timeout_ms: int = 2000, peer_addr_read_timeout_ms: int = 2000,
                  use_send_queues: bool = True, send_queue_size: int = 10000, max_frame: int = 64 << 20,
-                 max_bundle_size: int = 64000):
+                 max_bundle_size: int = 64000, stream_gap_us: int = 20, max_linger_ms: float = 20.0):
         self.send_buf_size = send_buf_size
         self.recv_buf_size = recv_buf_size
         self.tcp_nodelay = tcp_nodelay
@@ -51,6 +51,8 @@ class SocketOptions:
         self.send_queue_size = send_queue_size
         self.max_frame = max_frame
         self.max_bundle_size = max_bundle_size
+        self.stream_gap_us = stream_gap_us
+        self.max_linger_ms = max_linger_ms
 
     def apply(self, sock: socket.socket) -> None:
         for opt, size in ((socket.SO_SNDBUF, self.send_buf_size), (socket.SO_RCVBUF, self.recv_buf_size)):
@@ -75,11 +77,20 @@ class SendQueue:
     Items are whole datagrams, or regular messages as bundle entries: the sender turns each run of entries
     for the same destination into LIST datagrams of up to ``max_bundle_size`` bytes, as Java's bundler does
     (a Java receiver then hands one LIST, not every message, to its thread pool). Nothing waits for a timer:
-    a bundle holds what was queued while the previous write was in progress. When the queue is empty and
-    the sender idle, the caller writes its datagram itself (no thread hand-over for a lone message)."""
+    a bundle holds what was queued while the previous write was in progress, and after a write the sender
+    dozes ``DOZE`` seconds before it waits to be woken, so a stream's next messages collect meanwhile; while
+    messages keep coming (``STREAM_ITEMS`` or more queued), it lets the bundle fill up to max_bundle_size
+    (at most ``max_linger_ms``). A
+    message that follows the previous one by ``stream_gap_us`` or more, while nothing is queued and nobody
+    writes, is not part of a stream: the caller writes it itself (no thread hand-over for a lone message,
+    e.g. a request or its response)."""
+
+    DOZE = 0.0001
+    STREAM_ITEMS = 8                    # this many queued at a wake-up: a stream (a request and its ACK are not)
 
     def __init__(self, writer: StreamWriter, capacity: int, name: str, on_failure: Callable[[OSError], None],
-                 list_prefix: Callable[[object], bytes], max_bundle_size: int = 64000):
+                 list_prefix: Callable[[object], bytes], max_bundle_size: int = 64000, stream_gap_us: int = 20,
+                 max_linger_ms: float = 20.0):
         self._writer = writer
         self._capacity = capacity
         self._items: collections.deque = collections.deque()
@@ -91,6 +102,9 @@ class SendQueue:
         self._list_prefix = list_prefix
         self._prefixes: dict = {}
         self.max_bundle_size = max_bundle_size
+        self._gap_ns = stream_gap_us * 1000 if stream_gap_us >= 0 else -1
+        self.max_linger_ms = max_linger_ms
+        self._last_put = 0
         self.bundles = 0
         self.inline_writes = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -100,7 +114,10 @@ class SendQueue:
         """Queue a datagram (``key`` FRAME) or a bundle entry for destination ``key`` (waits while the
         queue is full); False if the connection is closing."""
         items = self._items
-        if not items and self._running and self._busy.acquire(False):
+        now = time.monotonic_ns()
+        sparse = 0 <= self._gap_ns <= now - self._last_put
+        self._last_put = now
+        if sparse and not items and self._running and self._busy.acquire(False):
             try:                                # nothing queued, nobody writing: write it now, from here
                 if not items:
                     self.inline_writes += 1
@@ -170,6 +187,8 @@ class SendQueue:
         items, cond = self._items, self._cond
         while True:
             if not items:
+                time.sleep(self.DOZE)                   # unannounced: a stream's next messages collect
+            if not items:
                 with cond:
                     self._idle = True
                     while not items and self._running:
@@ -177,6 +196,8 @@ class SendQueue:
                     self._idle = False
                 if not items:
                     return                              # stopped and drained
+            if len(items) >= self.STREAM_ITEMS:
+                self._linger(items)
             with self._busy:
                 batch = [items.popleft() for _ in range(len(items))]
                 if len(batch) >= self._capacity // 2:
@@ -188,6 +209,17 @@ class SendQueue:
                     self._running = False
                     self._on_failure(e)
                     return
+
+    def _linger(self, items: collections.deque) -> None:
+        """While a stream goes on (a put less than DOZE ago), let its bundle fill up to max_bundle_size, for at
+        most max_linger_ms: full bundles, as Java's bundler sends (a Java receiver's thread pool takes a task
+        per datagram and discards when all its threads are busy)."""
+        doze_ns = int(self.DOZE * 1e9)
+        deadline = time.monotonic_ns() + int(self.max_linger_ms * 1e6)
+        while self._running and time.monotonic_ns() - self._last_put < doze_ns:
+            if sum(len(d) for _, d in list(items)) >= self.max_bundle_size or time.monotonic_ns() >= deadline:
+                return
+            time.sleep(self.DOZE)
 
     def stop(self) -> None:
         self._running = False
@@ -220,7 +252,8 @@ class Connection:
         self.label = f"{local[0]}:{local[1]}->{peer}"
         self.queue = SendQueue(self.writer, table.options.send_queue_size, f"jgpy-tcp-send-{self.label}",
                                self._send_failed, lambda key: table.list_prefix(key),
-                               table.options.max_bundle_size) \
+                               table.options.max_bundle_size, table.options.stream_gap_us,
+                               table.options.max_linger_ms) \
             if table.options.use_send_queues else None
         self._thread = threading.Thread(target=self._read, name=f"jgpy-tcp-recv-{self.label}", daemon=True)
 
@@ -282,9 +315,9 @@ class Connection:
         r, w = self.reader, self.writer
         return {"peer": str(self.peer), "initiated": self.initiated, "frames_received": r.frames_received,
                 "bytes_received": r.bytes_received, "reads": r.reads, "frames_sent": w.frames_sent,
-                "bytes_sent": w.bytes_sent, "writes": w.writes, "queued": len(self.queue) if self.queue else 0,
-                "bundles": self.queue.bundles if self.queue else 0,
-                "inline_writes": self.queue.inline_writes if self.queue else 0}
+                "bytes_sent": w.bytes_sent, "writes": w.writes, "queued": len(self.queue) if self.queue is not None else 0,
+                "bundles": self.queue.bundles if self.queue is not None else 0,
+                "inline_writes": self.queue.inline_writes if self.queue is not None else 0}
 
 
 class ConnectionTable:
