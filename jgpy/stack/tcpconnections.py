@@ -80,13 +80,14 @@ class SendQueue:
     a bundle holds what was queued while the previous write was in progress, and after a write the sender
     dozes ``DOZE`` seconds before it waits to be woken, so a stream's next messages collect meanwhile; while
     messages keep coming (``STREAM_ITEMS`` or more queued), it lets the bundle fill up to max_bundle_size
-    (at most ``max_linger_ms``). A
-    message that follows the previous one by ``stream_gap_us`` or more, while nothing is queued and nobody
-    writes, is not part of a stream: the caller writes it itself (no thread hand-over for a lone message,
-    e.g. a request or its response)."""
+    (at most ``max_linger_ms``). A message is part of a stream when it follows ``STREAM_AFTER`` or more
+    messages each less than ``stream_gap_us`` after the previous one; any other, while nothing is queued and
+    nobody writes, is written by the caller itself (no thread hand-over for a request, or for an ACK and
+    the response that follows it)."""
 
     DOZE = 0.0001
     STREAM_ITEMS = 8                    # this many queued at a wake-up: a stream (a request and its ACK are not)
+    STREAM_AFTER = 2                    # a put following this many close ones is part of a stream
 
     def __init__(self, writer: StreamWriter, capacity: int, name: str, on_failure: Callable[[OSError], None],
                  list_prefix: Callable[[object], bytes], max_bundle_size: int = 64000, stream_gap_us: int = 20,
@@ -105,6 +106,7 @@ class SendQueue:
         self._gap_ns = stream_gap_us * 1000 if stream_gap_us >= 0 else -1
         self.max_linger_ms = max_linger_ms
         self._last_put = 0
+        self._close_puts = 0                    # puts in a row, each less than the stream gap after the previous
         self.bundles = 0
         self.inline_writes = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -115,8 +117,12 @@ class SendQueue:
         queue is full); False if the connection is closing."""
         items = self._items
         now = time.monotonic_ns()
-        sparse = 0 <= self._gap_ns <= now - self._last_put
+        if 0 <= self._gap_ns <= now - self._last_put:
+            self._close_puts = 0
+        else:
+            self._close_puts += 1
         self._last_put = now
+        sparse = self._close_puts < self.STREAM_AFTER
         if sparse and not items and self._running and self._busy.acquire(False):
             try:                                # nothing queued, nobody writing: write it now, from here
                 if not items:
