@@ -107,26 +107,22 @@ class TCP(TP):
         self.up_prot.up(Event(EventType.CONFIG, {"bind_addr": bind}))
 
     def _server_socket(self, bind: str) -> socket.socket:
+        """A listening socket on the first port of bind_port..bind_port+port_range that takes it (a fresh
+        socket per port: with SO_REUSEADDR a port can bind and still fail to listen)."""
         family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            first = max(0, self.bind_port)
-            last = first + max(0, self.port_range) if first > 0 else 0
-            for p in range(first, last + 1):
-                try:
-                    sock.bind((bind, p))
-                    break
-                except OSError:
-                    continue
-            else:
-                raise ConfigError(f"TCP: no free port in {first}-{last} on {bind}: raise port_range or choose "
-                                  f"another bind_port")
-            sock.listen(128)
-            return sock
-        except BaseException:
-            sock.close()
-            raise
+        first = max(0, self.bind_port)
+        last = first + max(0, self.port_range) if first > 0 else 0
+        for p in range(first, last + 1):
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((bind, p))
+                sock.listen(128)
+                return sock
+            except OSError:
+                sock.close()
+        raise ConfigError(f"TCP: no free port in {first}-{last} on {bind}: raise port_range or choose another "
+                          f"bind_port")
 
     def stop(self) -> None:
         if self._reaper is not None:
