@@ -18,7 +18,7 @@ import pytest
 
 from jgpy import UUID
 from jgpy.testing.cluster import check_fifo, make_member, stock, wait_all
-from jgpy.testing.java import udp_props, unique_group
+from jgpy.testing.java import free_port_block, tcp_props, udp_props, unique_group
 from jgpy.testing.javajson import to_json
 from tests.conftest import require_java
 
@@ -33,14 +33,34 @@ def merge_config():
             .with_properties("VERIFY_SUSPECT", timeout="1000"))
 
 
-class ProcCluster:
-    """Members in their own processes: ``J`` Java, ``p`` jgpy (``python -m jgpy node``)."""
+def tcp_merge_config(base_port: int):
+    """The jar's tcp.xml (bind_port moved to ``base_port``) with DISCARD above TCP and shorter failure
+    detection (FD: 3 missed heartbeats of 1 s; FD_SOCK's ring stays up, DISCARD does not touch its sockets)
+    and merge intervals: MERGE2 asks TCPPING, which asks every initial host. STABLE gossips every 5 s: a
+    Java member's thread pool on the stock tcp.xml discards datagrams it has no thread for (no queue), and a
+    lost *last* multicast is only found through the sender's next gossip (50 s on average with tcp.xml)."""
+    return (stock("tcp.xml").insert("DISCARD", {}, after="TCP")
+            .with_properties("TCP", bind_port=str(base_port))
+            .with_properties("pbcast.STABLE", desired_avg_gossip="5000")
+            .with_properties("MERGE2", min_interval="3000", max_interval="6000")
+            .with_properties("FD", timeout="1000", max_tries="3")
+            .with_properties("VERIFY_SUSPECT", timeout="1000"))
 
-    def __init__(self, kinds: str):
-        addr, port = unique_group()
-        self.props = udp_props(addr, port)
+
+class ProcCluster:
+    """Members in their own processes: ``J`` Java, ``p`` jgpy (``python -m jgpy node``); on udp.xml, or on
+    tcp.xml with ``tcp``."""
+
+    def __init__(self, kinds: str, tcp: bool = False):
+        if tcp:
+            base = free_port_block(len(kinds) + 2)
+            self.props = tcp_props(base, len(kinds))
+            self.config = tcp_merge_config(base)
+        else:
+            addr, port = unique_group()
+            self.props = udp_props(addr, port)
+            self.config = merge_config()
         self.name = f"merge-{uuid.uuid4().hex[:8]}"
-        self.config = merge_config()
         counts: dict[str, int] = {}
         self.members = []
         for k in kinds:
@@ -107,8 +127,8 @@ def proc_cluster():
     require_java()
     made = []
 
-    def make(kinds: str) -> ProcCluster:
-        c = ProcCluster(kinds)
+    def make(kinds: str, tcp: bool = False) -> ProcCluster:
+        c = ProcCluster(kinds, tcp)
         made.append(c)
         return c
     yield make
@@ -136,12 +156,28 @@ def send_and_check(c: ProcCluster, n: int, timeout: float = 90.0) -> None:
     for m in c.members:
         if not m.wait_received(len(c.members) * n, timeout=timeout):
             per_sender = {s: len(v) for s, v in m.received.by_sender.items()}
+            gaps = {s: (sorted(set(range(n)) - set(v))[:3], sorted(set(range(n)) - set(v))[-3:])
+                    for s, v in m.received.by_sender.items() if len(v) < n}
             try:
-                nak = m.stats().get("pbcast.NAKACK", {})
+                st = m.stats()
+                nak = st.get("pbcast.NAKACK") or st.get("NAKACK") or {}
+                if m.kind == "java":
+                    nak = {k: v for k, v in nak.items() if "xmit" in k or "missing" in k or "table" in k}
             except Exception as e:  # noqa: BLE001 - diagnostics only
                 nak = repr(e)
+            senders = {}
+            for x in c.members:
+                if x.kind == "jgpy" and len(m.received.by_sender.get(x.name, ())) < n:
+                    try:
+                        xs = x.stats()
+                        senders[x.name] = {"NAKACK": xs.get("pbcast.NAKACK"), "TCP/UDP": {
+                            k: v for k, v in (xs.get("TCP") or xs.get("UDP") or {}).items()
+                            if k.startswith(("dropped", "connections", "send_failures", "discovery"))}}
+                    except Exception as e:  # noqa: BLE001 - diagnostics only
+                        senders[x.name] = repr(e)
             pytest.fail(f"{m.name} received {m.received.count()} of {len(c.members) * n} (before: "
-                        f"{before[m.name]}); per sender: {per_sender}; views: {m.view_names()}; NAKACK: {nak}; "
+                        f"{before[m.name]}); per sender: {per_sender}; missing (first, last): {gaps}; views: {m.view_names()}; NAKACK: {nak}; "
+                        f"lagging jgpy senders: {senders}; "
                         f"log: {m.node.log_tail(3000)}")
     expected = {m.name: n for m in c.members}
     for m in c.members:
@@ -162,10 +198,16 @@ HIGHEST = UUID((1 << 63) - 1, -1)        # sorts after every random UUID
     ("JppJ", {2: LOWEST}),
     ("JppJ", {2: HIGHEST}),
     ("pppp", None),
-], ids=["java-coords", "jgpy-coords", "jgpy-leads-java", "java-leads-jgpy", "jgpy-only"])
+    ("JpJp", "tcp"),
+    ("pJpJ", "tcp"),
+], ids=["java-coords", "jgpy-coords", "jgpy-leads-java", "java-leads-jgpy", "jgpy-only", "tcp-java-coords",
+        "tcp-jgpy-coords"])
 def test_partition_and_merge(proc_cluster, figures, kinds, addresses):
     halves = ((0, 1), (2, 3))
-    c = proc_cluster(kinds)
+    tcp = addresses == "tcp"               # the same on tcp.xml: discovery and merging through TCPPING
+    if tcp:
+        addresses = None
+    c = proc_cluster(kinds, tcp)
     c.start(addresses)
     assert c.agree(c.members, 30), {m.name: m.view_names() for m in c.members}
     send_and_check(c, 200)
