@@ -58,9 +58,7 @@ cdef class Lock:
     """A mutex that send cores take with C calls and Python code with ``with`` (as ``threading.Lock``).
 
     Taken with the GIL held it never blocks holding the GIL: a try first, then a wait with the GIL released.
-    Not reentrant."""
-
-    cdef PyThread_type_lock _lock
+    Not reentrant. ``take``/``give`` (C) are in sendpath.pxd, for other modules' C code too."""
 
     def __cinit__(self):
         self._lock = PyThread_allocate_lock()
@@ -70,14 +68,6 @@ cdef class Lock:
     def __dealloc__(self):
         if self._lock != NULL:
             PyThread_free_lock(self._lock)
-
-    cdef inline void take(self) noexcept:
-        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
-            with nogil:
-                PyThread_acquire_lock(self._lock, WAIT_LOCK)
-
-    cdef inline void give(self) noexcept:
-        PyThread_release_lock(self._lock)
 
     def acquire(self) -> bool:
         self.take()

@@ -29,6 +29,7 @@ from libc.stdint cimport uint8_t, uint32_t, int64_t
 from libc.errno cimport errno, EINTR, EAGAIN
 from posix.uio cimport iovec
 
+from jgpy._core.sendpath cimport Lock
 from jgpy.errors import WireFormatError
 
 
@@ -48,15 +49,6 @@ cdef extern from "<sys/socket.h>" nogil:
 cdef extern from "<arpa/inet.h>" nogil:
     uint32_t htonl(uint32_t)
     uint32_t ntohl(uint32_t)
-
-cdef extern from "pythread.h":
-    ctypedef void* PyThread_type_lock
-    PyThread_type_lock PyThread_allocate_lock()
-    void PyThread_free_lock(PyThread_type_lock)
-    int PyThread_acquire_lock(PyThread_type_lock, int) nogil
-    void PyThread_release_lock(PyThread_type_lock) nogil
-    int WAIT_LOCK
-    int NOWAIT_LOCK
 
 
 cdef enum:
@@ -253,7 +245,7 @@ cdef class StreamWriter:
 
     cdef object _sock
     cdef int _fd
-    cdef PyThread_type_lock _lock
+    cdef Lock _lock
     cdef readonly int64_t frames_sent
     cdef readonly int64_t bytes_sent
     cdef readonly int64_t writes
@@ -261,18 +253,7 @@ cdef class StreamWriter:
     def __init__(self, sock):
         self._sock = sock
         self._fd = _sock_fd(sock)
-        self._lock = PyThread_allocate_lock()
-        if self._lock == NULL:
-            raise MemoryError()
-
-    def __dealloc__(self):
-        if self._lock != NULL:
-            PyThread_free_lock(self._lock)
-
-    cdef inline void _take(self) noexcept:
-        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
-            with nogil:
-                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+        self._lock = Lock()
 
     def send(self, data):
         """Write one frame carrying ``data`` (bytes-like)."""
@@ -297,7 +278,7 @@ cdef class StreamWriter:
         if views == NULL or lengths == NULL or iov == NULL:
             free(views); free(lengths); free(iov)
             raise MemoryError()
-        self._take()
+        self._lock.take()
         try:
             while i < count and err == 0:
                 k = count - i if count - i < chunk else chunk
@@ -325,7 +306,7 @@ cdef class StreamWriter:
         finally:
             for j in range(nviews):
                 PyBuffer_Release(&views[j])
-            PyThread_release_lock(self._lock)
+            self._lock.give()
             free(views); free(lengths); free(iov)
         if err != 0:
             raise OSError(err, os.strerror(err))
