@@ -304,14 +304,7 @@ class Connection:
         if self.queue is not None:
             self.queue.stop()
             self.queue.join(0.5)        # let it write what is queued (a leave's last messages)
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)    # wakes the reader blocked in recv()
-        except OSError:
-            pass
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        _close(self.sock, shutdown=True)        # the shutdown wakes the reader blocked in recv()
 
     def join(self, timeout: float) -> None:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
@@ -368,14 +361,7 @@ class ConnectionTable:
         if not self._running:
             return
         self._running = False
-        try:
-            self.server_sock.shutdown(socket.SHUT_RDWR)     # wakes the acceptor blocked in accept()
-        except OSError:
-            pass
-        try:
-            self.server_sock.close()
-        except OSError:
-            pass
+        _close(self.server_sock, shutdown=True)         # the shutdown wakes the acceptor blocked in accept()
         if self._acceptor is not None and threading.current_thread() is not self._acceptor:
             self._acceptor.join(3.0)
         with self._lock:
@@ -559,7 +545,14 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def _close(sock: socket.socket) -> None:
+def _close(sock: socket.socket, shutdown: bool = False) -> None:
+    """Close ``sock``, ignoring errors; ``shutdown`` first wakes a thread blocked in its recv() or accept()
+    (a close alone does not)."""
+    if shutdown:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
     try:
         sock.close()
     except OSError:
