@@ -18,7 +18,7 @@ import pytest
 
 from jgpy import UUID
 from jgpy.testing.cluster import check_fifo, make_member, stock, wait_all
-from jgpy.testing.java import free_port_block, tcp_props, udp_props, unique_group
+from jgpy.testing.java import private_tcp, udp_props, unique_group
 from jgpy.testing.javajson import to_json
 from tests.conftest import require_java
 
@@ -33,8 +33,8 @@ def merge_config():
             .with_properties("VERIFY_SUSPECT", timeout="1000"))
 
 
-def tcp_merge_config(base_port: int):
-    """The jar's tcp.xml (bind_port moved to ``base_port``) with DISCARD above TCP and shorter failure
+def tcp_merge_config():
+    """The jar's tcp.xml with DISCARD above TCP and shorter failure
     detection (FD: 3 missed heartbeats of 1.5 s; FD_SOCK's ring stays up, DISCARD does not touch its sockets)
     and merge intervals: MERGE2 asks TCPPING, which asks every initial host.
 
@@ -44,8 +44,7 @@ def tcp_merge_config(base_port: int):
     on average; it gossips every 5 s here as well). That is Java's stock behaviour, measured in the
     benchmarks; this test is about merging."""
     return (stock("tcp.xml").insert("DISCARD", {}, after="TCP")
-            .with_properties("TCP", bind_port=str(base_port), **{"thread_pool.queue_enabled": "true",
-                                                                "oob_thread_pool.queue_enabled": "true"})
+            .with_properties("TCP", **{"thread_pool.queue_enabled": "true", "oob_thread_pool.queue_enabled": "true"})
             .with_properties("pbcast.STABLE", desired_avg_gossip="5000")
             .with_properties("MERGE2", min_interval="3000", max_interval="6000")
             .with_properties("FD", timeout="1500", max_tries="3")
@@ -58,9 +57,7 @@ class ProcCluster:
 
     def __init__(self, kinds: str, tcp: bool = False):
         if tcp:
-            base = free_port_block(len(kinds) + 2)
-            self.props = tcp_props(base, len(kinds))
-            self.config = tcp_merge_config(base)
+            self.config, self.props, _ = private_tcp(tcp_merge_config(), len(kinds))
         else:
             addr, port = unique_group()
             self.props = udp_props(addr, port)

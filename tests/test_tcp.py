@@ -20,7 +20,7 @@ from jgpy.headers import TpHeader
 from jgpy.protocols.tcpping import parse_initial_hosts
 from jgpy.stack.stack import ProtocolStack
 from jgpy.testing.cluster import make_member, stock, wait_all
-from jgpy.testing.java import free_port_block, tcp_props
+from jgpy.testing.java import private_tcp
 from jgpy.testing.javajson import from_json
 from tests.conftest import require_java
 from tests.test_stack_interop import Cluster, exchange
@@ -112,10 +112,8 @@ class TcpCluster(Cluster):
     """A cluster on tcp.xml with its own block of ports (TCP bind_port = the block's first)."""
 
     def __init__(self, kinds: str, **properties):
-        self.base = free_port_block(len(kinds) + 2)
-        config = stock("tcp.xml").with_properties("TCP", bind_port=str(self.base), **properties)
+        config, self.props, _ = private_tcp(stock("tcp.xml").with_properties("TCP", **properties), len(kinds))
         self.kinds = kinds
-        self.props = tcp_props(self.base, len(kinds))
         self.name = f"tcp-{uuid.uuid4().hex[:8]}"
         self.config = self.jgpy_config = config
         self.members = []

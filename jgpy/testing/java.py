@@ -126,6 +126,15 @@ def tcp_props(base_port: int, members: int) -> dict[str, str]:
     return {"jgroups.tcpping.initial_hosts": hosts, "jgroups.bind_addr": "127.0.0.1"}
 
 
+def private_tcp(config, members: int):
+    """``config`` (a StackConfig whose transport is TCP) on a block of free ports of its own: TCP's bind_port
+    moved to the block's first port, and the system properties that point TCPPING at the block. Returns
+    ``(config, props, first port)``."""
+    base = free_port_block(members + 2)
+    return (config.with_properties(config.protocols[0].name, bind_port=str(base)), tcp_props(base, members),
+            base)
+
+
 class HarnessNode:
     """A member process driven by JSON lines (``interop/PROTOCOL.md``): Java (:class:`JavaNode`) or jgpy
     (:class:`PyNode`). Always reaped: use it as a context manager or call :meth:`close`. Its stderr log is

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from jgpy.stack.config import load_config
-from jgpy.testing.java import (JGROUPS_JAR, REPO_ROOT, ensure_compiled, free_port_block, interop_classes_dir,
-                               java_unavailable_reason, tcp_props, udp_props, unique_group)
+from jgpy.testing.java import (JGROUPS_JAR, REPO_ROOT, ensure_compiled, interop_classes_dir, java_unavailable_reason,
+                               private_tcp, udp_props, unique_group)
 from jgpy.tools.children import ChildProcesses
 
 log = logging.getLogger("jgpy.perf")
@@ -296,12 +296,10 @@ class Cluster:
         self._config_file: str | None = None
         stack = load_config(config)
         if stack.protocols and stack.protocols[0].name.rsplit(".", 1)[-1] == "TCP":
-            # a block of free ports of our own: TCP's bind_port moved there, TCPPING pointed at it
-            base = free_port_block(len(kinds) + 2)
+            stack, self.props, _ = private_tcp(stack, len(kinds))     # a block of free ports of our own
             with tempfile.NamedTemporaryFile("w", prefix="jgpy-perf-cfg-", suffix=".xml", delete=False) as f:
-                f.write(stack.with_properties(stack.protocols[0].name, bind_port=str(base)).to_xml())
+                f.write(stack.to_xml())
             self.config = self._config_file = f.name
-            self.props = tcp_props(base, len(kinds))
         else:
             addr, port = unique_group()
             self.props = udp_props(addr, port)
