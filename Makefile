@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # two pytest workers (pytest-xdist), each test file on one of them: most tests wait on timers and peers
 TEST_WORKERS ?= 2
 
-.PHONY: all demo test bench wheel build deps java-peer interop clean distclean
+.PHONY: all demo test bench soak wheel build deps java-peer interop clean distclean
 
 all: build
 
@@ -61,6 +61,13 @@ build/rawlimit: benchmarks/rawlimit.c
 
 bench: build interop build/rawlimit
 	$(VPY) benchmarks/run.py
+
+# a mixed Java/jgpy cluster under a nemesis (kill -9 and restart, partitions, loss), journals checked by PySpark;
+# not part of `make test` (SOAK_MINUTES, SOAK_MEMBERS: J = Java, p = jgpy process)
+SOAK_MINUTES ?= 20
+SOAK_MEMBERS ?= J,J,p,p
+soak: build interop
+	$(VPY) benchmarks/soak.py --minutes $(SOAK_MINUTES) --members $(SOAK_MEMBERS)
 
 wheel: deps
 	rm -rf build/wheel-tmp && mkdir -p build/wheel-tmp wheelhouse

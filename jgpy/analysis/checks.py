@@ -54,6 +54,8 @@ CDF_POINTS = [i / 100 for i in range(100)] + [0.995, 0.999, 0.9999, 1.0]
 PCTS = [0.5, 0.99, 0.999]
 #: latency: at most about this many sampled sends (broadcast to every task)
 LATENCY_SAMPLE_SENDS = 200_000
+#: holes of one stream brought to the driver to be weighed against the send views (the rest count as gaps)
+MAX_HOLES = 10_000
 
 
 @dataclass
@@ -372,6 +374,7 @@ class Checker:
             cnt(fifo).alias("n_reorder"), cnt(other).alias("n_other_view"),
             # the first counterexample of each kind: a struct is built only where the condition holds
             F.min(F.when(gap, F.struct("seq", "p_seq", "idx"))).alias("x_gap"),
+            F.slice(F.collect_list(F.when(gap, F.struct("seq", "p_seq", "idx"))), 1, MAX_HOLES).alias("holes"),
             F.min(F.when(F.col("dup"), F.struct("seq", "idx"))).alias("x_duplicate"),
             F.min(F.when(fifo, F.struct("seq", "idx", F.col("p_rseq").alias("after_seq"),
                                         F.col("p_idx").alias("after_idx")))).alias("x_reorder"),
@@ -383,8 +386,63 @@ class Checker:
             rows.append(row)
         self._stream_findings(rows)
 
+    def _weigh_holes(self, rows: list[dict]) -> tuple[int, list[str]]:
+        """Holes (numbers missing between two delivered ones) are gaps only where the member was owed them.
+
+        A number sent in a view the member never installed was not owed (the other side of a partition: it is
+        counted in ``stats["holes_not_owed"]``); one sent in a view it installed, by a sender that is not in the
+        member's next view, and followed by a delivered number of a later view, is a same-view finding
+        (``lost_at_view_change``: without FLUSH, what is in flight when a view changes may be lost); any other
+        missing number (one a later number of its own send view was delivered after, one whose sender stayed
+        in the next view, one whose send view is unknown) is a gap. Rewrites each stream's gap fields accordingly; returns the lost-at-view-change count and
+        examples."""
+        by_stream: dict[tuple, list[SendRange]] = {}
+        for r in self.ranges:
+            by_stream.setdefault((r.sender, r.dest), []).append(r)
+        not_owed = at_change = 0
+        at_change_ex: list[str] = []
+        for s in rows:
+            holes = s.pop("holes", None) or []
+            if not s["n_gap"]:
+                continue
+            m, ranges = s["member"], by_stream.get((s["sender"], s["dest"]), [])
+            installed = {(v.vc, v.vi) for v in self.views.get(m, [])}
+            # holes beyond MAX_HOLES were not brought here: they stay gaps, whole
+            n_gap = s["n_gap"] - len(holes)
+            missing = s["missing"] - sum(h["seq"] - h["p_seq"] - 1 for h in holes)
+            first = None
+            for h in holes:
+                lo, hi = h["p_seq"] + 1, h["seq"] - 1
+                owed, covered = 0, 0
+                for r in ranges:
+                    a, b = max(lo, r.lo), min(hi, r.hi)
+                    if a > b:
+                        continue
+                    covered += b - a + 1
+                    if (r.vc, r.vi) not in installed:
+                        not_owed += b - a + 1
+                    elif r.lo <= h["seq"] <= r.hi or r.origin in (self.next_of.get((m, r.vc, r.vi)) or []):
+                        owed += b - a + 1           # a later number of the same view came, or both went on
+                    else:
+                        at_change += b - a + 1
+                        if len(at_change_ex) < self.opt.max_examples:
+                            at_change_ex.append(f"at {m}: {s['sender']}:{a}..{b} sent in view {_vs(r.vc, r.vi)} "
+                                                f"(a hole: delivered {s['sender']}:{h['p_seq']}, then "
+                                                f"{s['sender']}:{h['seq']})")
+                owed += (hi - lo + 1) - covered            # send view unknown: owed
+                if owed:
+                    n_gap += 1
+                    missing += owed
+                    if first is None or h["seq"] < first["seq"]:
+                        first = h
+            s["n_gap"], s["missing"] = n_gap, missing
+            s["x_gap"] = None if n_gap == 0 else first if first is not None else s["x_gap"]
+        self.stats["holes_not_owed"] = not_owed
+        return at_change, at_change_ex
+
     def _stream_findings(self, rows: list[dict]) -> None:
         n_ex = self.opt.max_examples
+        hole_at_change, hole_at_change_ex = self._weigh_holes(rows)
         self.streams = {(r["member"], r["sender"], r["dest"]): r for r in rows}
         ordered = sorted(rows, key=lambda s: (s["member"], s["sender"], s["dest"] or ""))
         where = lambda s: f"at {s['member']}, stream {s['sender']}->{s['dest'] or '*'}"  # noqa: E731
@@ -402,6 +460,7 @@ class Checker:
         # completeness and self delivery: required send ranges against what each member delivered
         out: dict[str, list] = {k: [0, []] for k in ("lost", "lost_unicast", "lost_at_view_change",
                                                     "missing_self_delivery")}
+        out["lost_at_view_change"] = [hole_at_change, hole_at_change_ex]
         required = self_required = 0
         for r, m, role in self._targets():
             lost = self._outside(m, r)

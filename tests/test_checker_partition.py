@@ -1,0 +1,83 @@
+"""The checker across a partition and merge: numbers sent on the other side of a partition were never owed.
+
+Three views of A, B, C; in view 2, B is cut off: A and C install ``A|2`` = [A, C], B installs ``B|2`` = [B],
+and neither side delivers what the other side sent then; view 3 merges them. The holes this leaves in each
+stream (B misses A's and C's view-2 numbers, A and C miss B's) are not gaps: the missing messages were sent
+in views the member never installed. A message that WAS owed (sent in view 1) and is missing still is a gap.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from jgpy.analysis import Options, check_run, synth
+from jgpy.journal import COLUMNS, SCHEMA
+
+SPEC = dict(views=[["A", "B", "C"], ["A", "B", "C"], ["A", "B", "C"]], msgs_per_view=30)
+
+
+def _partitioned_tables():
+    spec = synth.Spec(**SPEC)
+    tables = {m: (t.to_pandas(), c) for m, t, c in synth.generate(spec)}
+    for m, (df, _c) in tables.items():
+        in_v2 = df.view_id == 2
+        if m == "B":
+            drop = in_v2 & (df.kind == "deliver") & (df.sender != "B")
+            df.loc[in_v2, "view_coord"] = "B"
+            view_row = in_v2 & (df.kind == "view")
+            df.loc[view_row, "members"] = df.loc[view_row, "members"].map(lambda _: ["B"])
+        else:
+            # A and C: B is not in their view 2, and B's view-2 messages (sent in B|2) never reach them
+            drop = in_v2 & (df.kind == "deliver") & (df.sender == "B")
+            view_row = in_v2 & (df.kind == "view")
+            df.loc[view_row, "members"] = df.loc[view_row, "members"].map(lambda _: ["A", "C"])
+        df.drop(index=df[drop].index, inplace=True)
+        df.loc[(df.view_id == 3) & (df.kind == "view"), "merge"] = True
+    return spec, tables
+
+
+def _write(tmp_path, spec, tables, name):
+    out = {}
+    for m, (df, closed) in tables.items():
+        df = df.reset_index(drop=True)
+        df["idx"] = range(len(df))
+        out[m] = (pa.Table.from_pandas(df[list(COLUMNS)], schema=SCHEMA, preserve_index=False), closed)
+    d = tmp_path / f"run={name}"
+    synth.write_run(d, spec, out)
+    return d
+
+
+def test_holes_from_the_other_side_of_a_partition_are_not_gaps(spark, tmp_path):
+    spec, tables = _partitioned_tables()
+    res = check_run(_write(tmp_path, spec, tables, "partition"), spark=spark, options=Options())
+    errors = [str(f) for f in res.findings if f.severity == "error"]
+    assert errors == [], errors
+    # B missed A's and C's 30 view-2 numbers each; A and C each missed B's 30
+    assert res.stats["holes_not_owed"] == 4 * 30
+
+
+def test_an_owed_number_missing_across_a_partition_is_still_a_gap(spark, tmp_path):
+    spec, tables = _partitioned_tables()
+    df, closed = tables["B"]
+    owed = df[(df.kind == "deliver") & (df.sender == "A") & (df.view_id == 1) & (df.seq == 7)]
+    assert len(owed) == 1
+    df.drop(index=owed.index, inplace=True)
+    res = check_run(_write(tmp_path, spec, tables, "owed"), spark=spark, options=Options())
+    errors = [(f.check, f.kind, f.count) for f in res.findings if f.severity == "error"]
+    assert errors == [("reliability", "gap", 1)], [str(f) for f in res.findings]
+    gap = next(f for f in res.findings if f.kind == "gap")
+    assert gap.examples[0].startswith("at B, stream A->*: missing A:7 ")
+
+
+def test_what_was_in_flight_when_the_partition_came_is_a_same_view_finding(spark, tmp_path):
+    """B misses A's last four view-1 multicasts (in flight when B was cut off) and delivers A's view-3 ones
+    after the merge: without FLUSH that is a same-view warning, not a gap."""
+    spec, tables = _partitioned_tables()
+    df, closed = tables["B"]
+    from_a = df[(df.kind == "deliver") & (df.sender == "A") & (df.view_id == 1)]
+    last = int(from_a.seq.max())
+    df.drop(index=from_a[from_a.seq > last - 4].index, inplace=True)
+    res = check_run(_write(tmp_path, spec, tables, "in-flight"), spark=spark, options=Options())
+    found = [(f.check, f.kind, f.severity, f.count) for f in res.findings]
+    assert found == [("same_view", "lost_at_view_change", "warning", 4)], [str(f) for f in res.findings]
