@@ -273,3 +273,33 @@ def test_idle_connections_are_reaped():
         c.assert_agreement()
     finally:
         c.close()
+
+
+def test_a_flood_of_strangers_leaves_the_members_connections_alone(tcp_cluster):
+    """More connections than max_connections, handshakes that never end and claims of made-up peers: the
+    strangers' connections take each other's places, the members' connection stays and the cluster goes on."""
+    c = tcp_cluster("PP", max_connections="8")
+    c.start()
+    c.assert_agreement()
+    tcp = c.members[0].channel.stack.transport
+    table = tcp._table
+    host, port = _physical(c.members[1]).rsplit(":", 1)
+    other = IpAddress(host, int(port))
+    assert other in {conn.peer for conn in table.connections()}
+    socks = []
+    try:
+        for i in range(20):
+            s = socket.create_connection(("127.0.0.1", tcp.physical_addr.port), timeout=5)
+            socks.append(s)
+            s.sendall(jg212.encode_tcp_handshake(IpAddress("127.0.0.1", 50000 + i)))
+        for _ in range(3):                        # and some that never send a handshake
+            socks.append(socket.create_connection(("127.0.0.1", tcp.physical_addr.port), timeout=5))
+        # 7 connections (an eighth of 8 is for handshakes): the member's and 6 strangers'
+        assert wait_all(lambda: tcp.dump_stats()["connections_evicted"] == 20 - 6
+                        and tcp.dump_stats()["handshakes_evicted"] == 2, 10), tcp.dump_stats()
+        peers = {conn.peer for conn in table.connections()}
+        assert len(peers) <= table.max_established and other in peers
+        exchange(c, 300, unicasts=30)
+    finally:
+        for s in socks:
+            s.close()
