@@ -269,12 +269,7 @@ class Connection:
             if table.options.use_send_queues else None
         self._thread = threading.Thread(target=self._read, name=f"jgpy-tcp-recv-{self.label}", daemon=True)
 
-    def start(self, leftover: bytes = b"") -> None:
-        if leftover:
-            why = self.reader.feed(leftover)
-            if why is not None:
-                self.table.connection_ended(self, why)
-                return
+    def start(self) -> None:
         self._thread.start()
 
     def send(self, data: bytes, key=FRAME) -> None:
@@ -338,29 +333,28 @@ class _Pending:
         self.deadline = deadline
 
 
-def handshake_length(buf) -> int | None:
-    """The length of the ``bela`` handshake at the start of ``buf``, or None while more bytes are needed to
-    tell. Raises WireFormatError as soon as the bytes cannot be one (cookie, address length)."""
+def handshake_need(buf) -> tuple[int, bool]:
+    """``(bytes, whole)``: how long the ``bela`` handshake at the start of ``buf`` is as far as these bytes tell,
+    and whether that is all of it. Raises WireFormatError as soon as the bytes cannot be a handshake (cookie,
+    address length)."""
     n = len(buf)
     cookie = jg212.TCP_COOKIE
     if bytes(buf[:4]) != cookie[:min(n, 4)]:
         raise WireFormatError(f"bad handshake cookie {bytes(buf[:4])!r} (not a JGroups TCP peer?)",
                               "handshake.cookie", 0)
     if n < _HANDSHAKE_HEAD:
-        return None
+        return _HANDSHAKE_HEAD, False
     addr_len = buf[6]
     if addr_len not in (4, 16):
         raise WireFormatError(f"IpAddress length has to be 4 or 16 bytes (was {addr_len})", "handshake.addr_len", 6)
     need = _HANDSHAKE_HEAD + addr_len + (4 if addr_len == 16 else 0) + 2 + 1     # address, scope, port, flag
     if n < need:
-        return None
-    if buf[need - 1]:                                           # additional data: short length + bytes
-        if n < need + 2:
-            return None
-        need += 2 + int.from_bytes(buf[need:need + 2], "big")
-        if n < need:
-            return None
-    return need
+        return need, False
+    if not buf[need - 1]:
+        return need, True
+    if n < need + 2:                                            # additional data: short length + bytes
+        return need + 2, False
+    return need + 2 + int.from_bytes(buf[need:need + 2], "big"), True
 
 
 class ConnectionTable:
@@ -624,10 +618,12 @@ class ConnectionTable:
 
     def _admit(self, sel, sock: socket.socket, src) -> None:
         pending = self._pending
-        if len(pending) >= self.handshake_slots:        # the oldest handshake makes room
-            self.counters["handshakes_evicted"] += 1
-            self._refuse(sel, next(iter(pending.values())), "handshake not done when all handshake slots "
-                                                            "were taken")
+        if len(pending) >= self.handshake_slots:        # the oldest handshake makes room (unless it is done now)
+            oldest = next(iter(pending.values()))
+            self._read_handshake(sel, oldest)
+            if oldest.sock in pending:
+                self.counters["handshakes_evicted"] += 1
+                self._refuse(sel, oldest, "handshake not done when all handshake slots were taken")
         try:
             sock.setblocking(False)
             self.options.apply(sock)
@@ -640,23 +636,21 @@ class ConnectionTable:
         self._read_handshake(sel, p)                    # a connector sends its handshake with the connect
 
     def _read_handshake(self, sel, p: _Pending) -> None:
+        """Read what the handshake still needs (never past it: the frames are the reader thread's)."""
         try:
-            chunk = p.sock.recv(4096)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            self._refuse(sel, p, str(e))
-            return
-        if not chunk:
-            self._refuse(sel, p, f"the peer closed the connection after {len(p.buf)} handshake bytes")
-            return
-        p.buf += chunk
-        try:
-            n = handshake_length(p.buf)
-            if n is None:
-                return
-            version, peer, _ = jg212.decode_tcp_handshake(bytes(p.buf[:n]))
-        except WireFormatError as e:
+            while True:
+                need, whole = handshake_need(p.buf)
+                if whole and len(p.buf) >= need:
+                    break
+                try:
+                    chunk = p.sock.recv(need - len(p.buf))
+                except (BlockingIOError, InterruptedError):
+                    return
+                if not chunk:
+                    raise OSError(f"the peer closed the connection after {len(p.buf)} handshake bytes")
+                p.buf += chunk
+            version, peer, _ = jg212.decode_tcp_handshake(bytes(p.buf))
+        except (OSError, WireFormatError) as e:
             self._refuse(sel, p, str(e))
             return
         self._drop_pending(sel, p, close=False)
@@ -665,7 +659,7 @@ class ConnectionTable:
                              self.local_addr, p.src[0], p.src[1], version_string(version),
                              version_string(jg212.VERSION))
         try:
-            self._accepted(p.sock, p.src, peer, bytes(p.buf[n:]))
+            self._accepted(p.sock, p.src, peer)
         except Exception:  # noqa: BLE001 - one bad peer must not end the acceptor
             self._rl.exception("accepted", "%s: handling the connection from %s failed", self.local_addr, p.src)
             _close(p.sock)
@@ -685,7 +679,7 @@ class ConnectionTable:
         if close:
             _close(p.sock)
 
-    def _accepted(self, sock: socket.socket, src, peer: IpAddress, leftover: bytes) -> None:
+    def _accepted(self, sock: socket.socket, src, peer: IpAddress) -> None:
         sock.setblocking(True)
         verified = same_host(src[0], peer)
         with self._lock:
@@ -714,7 +708,7 @@ class ConnectionTable:
             self.counters["connections_accepted"] += 1
         if drop is not None:
             drop.close()
-        conn.start(leftover)
+        conn.start()
 
     def _new_wins(self, old: Connection, peer: IpAddress, verified: bool) -> bool:
         """Whether a new connection from ``peer`` replaces the open one we have (see the class docstring)."""
