@@ -533,6 +533,24 @@ def test_the_state_server_queues_at_most_max_pool_connections(provider, clients)
     assert p.dump_stats()["pool_threads"] <= 1
 
 
+def test_a_huge_announced_string_on_the_state_socket_is_cut_and_the_requester_still_served(provider, clients):
+    s, b = provider
+    p = s.prot
+    p.handshake_timeout = 10.0
+    _state_req(s, b)
+    addr = s.tp.wait_sent(_is_rsp)[0].msg.get_header(p.id).bind_addr.sockaddr()
+    bomb = clients.raw(addr)
+    t0 = time.monotonic()
+    try:                                               # a TC_LONGSTRING of 1 TB, then 2 MiB of it
+        bomb.sendall(b"\xac\xed\x00\x05\x7c" + struct.pack(">q", 1 << 40) + b"a" * (2 << 20))
+    except OSError:
+        pass                                           # closed while we were still sending
+    assert closed_by_peer(bomb, 5.0) and time.monotonic() - t0 < 5.0    # after 1 MiB, not at the deadline
+    real = clients.raw(addr)
+    real.sendall(state_request_bytes(None, b))
+    wait_until(lambda: _served(s) == [b], 3, msg="B served")
+
+
 def test_a_requester_ignores_a_state_response_it_did_not_ask_for(provider):
     s, b = provider
     p = s.prot

@@ -64,17 +64,25 @@ class Backoff:
         self._next = self.first
 
 
-def deadline_reader(sock: socket.socket, deadline: float) -> Callable[[int], bytes]:
+def deadline_reader(sock: socket.socket, deadline: float, limit: int = 1 << 20) -> Callable[[int], bytes]:
     """``read(n)`` (up to n bytes, b"" at EOF) on a blocking ``sock`` that raises ``socket.timeout`` once
-    ``deadline`` (time.monotonic()) has passed: one limit for a whole exchange, however the peer spreads
-    its bytes (a timeout per recv lets a peer that sends a byte now and then hold the reader for ever)."""
+    ``deadline`` (time.monotonic()) has passed, and OSError past ``limit`` bytes in all: one limit for a whole
+    exchange, however the peer spreads its bytes (a timeout per recv lets a peer that sends a byte now and
+    then hold the reader for ever), and a length the peer announces is never allocated before its bytes
+    come (at most 64 KiB per recv)."""
+    total = 0
 
     def read(n: int) -> bytes:
+        nonlocal total
         left = deadline - time.monotonic()
         if left <= 0:
             raise socket.timeout("the peer's data did not arrive in time")
+        if total >= limit:
+            raise OSError(f"the peer sent more than {limit} bytes")
         sock.settimeout(left)
-        return sock.recv(n)
+        data = sock.recv(max(1, min(n, 65536, limit - total)))
+        total += len(data)
+        return data
     return read
 
 
