@@ -26,20 +26,23 @@ whole STATE_PART into the reader's buffer whatever its size, and stops accepting
 pool is full): jgpy marks the last STATE_PART of a default-transport state with ``id`` 1 (Java writes 0
 there and never reads it; an empty state is one empty STATE_PART), so a jgpy requester sees the end of the
 stream (from a Java provider it does not: the application must know where the state ends, as in Java); jgpy
-never sends a STATE_PART larger than ``socket_buffer_size``, queues connections beyond ``max_pool``, ends the
-requester's wait when a default-transport provider leaves, and reports a failed connection to the provider at
-once (Java lets getState time out).
+never sends a STATE_PART larger than ``socket_buffer_size``, queues up to ``max_pool`` connections beyond
+``max_pool``, ends the requester's wait when a default-transport provider leaves, and reports a failed
+connection to the provider at once (Java lets getState time out).
+
+As in JGroups, in socket mode the provider's application writes the state after the digest was sent, while
+messages are being delivered: without FLUSH the two are not taken atomically (the default-transport mode is
+atomic). 2.12 has no ``port_range`` here: a busy ``bind_port`` is skipped upwards.
 
 What a stranger can do (jgpy; JGroups 2.12 answers any STATE_REQ, serves any connection to the state socket
 with no time limit, accepts any STATE_RSP and STATE_PART): a STATE_REQ is answered only when its sender is a
 member and sent it itself; the state socket serves only a connection whose object stream names a requester
 (and state id) that was answered in the last ``EXPECT_TIMEOUT`` s, once, and closes every connection at once
-while no such answer is outstanding; the object stream must arrive within ``HANDSHAKE_TIMEOUT`` s in all;
-connections wait for a pool thread in a queue of ``max_pool`` at most (more are closed); ``accept()`` errors
-(EMFILE ...) back off and the acceptor goes on. A requester takes a STATE_RSP only from the member it asked
-while it waits, and STATE_PARTs only from that member. As in JGroups, in socket mode the provider's application writes the state after the digest was
-sent, while messages are being delivered: without FLUSH the two are not taken atomically (the
-default-transport mode is atomic). 2.12 has no ``port_range`` here: a busy ``bind_port`` is skipped upwards.
+while no such answer is outstanding; the object stream must arrive within ``HANDSHAKE_TIMEOUT`` s of the
+accept in all, and is read 64 KiB at a time, 1 MiB at most; connections wait for a pool thread in a queue of
+``max_pool`` at most (more are closed); ``accept()`` errors (EMFILE ...) back off and the acceptor goes on. A
+requester takes a STATE_RSP only from the member it asked while it waits, and STATE_PARTs only from that
+member.
 """
 
 from __future__ import annotations
