@@ -273,3 +273,40 @@ def test_idle_connections_are_reaped():
         c.assert_agreement()
     finally:
         c.close()
+
+
+def test_a_flood_of_strangers_leaves_the_members_connections_alone(tcp_cluster):
+    """More connections than max_connections, handshakes that never end and claims of made-up peers: the
+    strangers' connections take each other's places, the members' connection stays and the cluster goes on."""
+    c = tcp_cluster("PP", max_connections="8")
+    c.start()
+    c.assert_agreement()
+    tcp = c.members[0].channel.stack.transport
+    table = tcp._table
+    host, port = _physical(c.members[1]).rsplit(":", 1)
+    other = IpAddress(host, int(port))
+    assert other in {conn.peer for conn in table.connections()}
+    before = tcp.dump_stats()
+    socks = []
+    try:
+        for i in range(20):
+            s = socket.create_connection(("127.0.0.1", tcp.physical_addr.port), timeout=5)
+            socks.append(s)
+            s.sendall(jg212.encode_tcp_handshake(IpAddress("127.0.0.1", 50000 + i)))
+        for _ in range(3):                        # and some that never send a handshake
+            socks.append(socket.create_connection(("127.0.0.1", tcp.physical_addr.port), timeout=5))
+        # every connection was dealt with: established, or closed in its handshake (1 slot for handshakes:
+        # a new connection closes one whose handshake has not come yet)
+        def settled() -> bool:
+            s = tcp.dump_stats()
+            return (s["handshakes_pending"] == 0 and s["connections_accepted"] + s["handshakes_evicted"]
+                    + s["handshake_timeouts"] - before["connections_accepted"] == 20 + 3)
+        assert wait_all(settled, 10), tcp.dump_stats()
+        s = tcp.dump_stats()
+        peers = {conn.peer for conn in table.connections()}
+        assert len(peers) <= table.max_established == 7 and other in peers
+        assert s["connections_evicted"] == s["connections_accepted"] - before["connections_accepted"] - 6 > 0
+        exchange(c, 300, unicasts=30)
+    finally:
+        for s in socks:
+            s.close()

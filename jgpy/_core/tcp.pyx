@@ -58,7 +58,7 @@ cdef enum:
 
 
 #: a frame longer than this closes the connection (what a peer can make us allocate)
-DEFAULT_MAX_FRAME = 64 * 1024 * 1024
+DEFAULT_MAX_FRAME = 1024 * 1024
 
 
 cdef int _sock_fd(sock) except -1:
@@ -87,7 +87,9 @@ cdef class StreamReader:
     """StreamReader(sock, handler, sources=None, *, bufsize=262144, max_frame=DEFAULT_MAX_FRAME)
 
     Reads frames from one connected stream socket until it ends; call :meth:`run` on the thread that is to
-    read. ``handler(frames, sources, multicast)`` is called with each run of complete frames (``bytes``); an
+    read. The buffer starts at ``bufsize`` bytes; it grows (doubling) only as far as the bytes of a frame
+    really arrive, never beyond what a frame of ``max_frame`` bytes needs, and goes back to ``bufsize`` once
+    what is left of the stream fits in half of that: a peer holds at most about twice its longest frame. ``handler(frames, sources, multicast)`` is called with each run of complete frames (``bytes``); an
     exception it raises is passed to ``on_error(exc)`` (the loop goes on). :meth:`run` returns why it stopped:
     ``"eof"`` (the peer closed), ``"error: ..."`` (the socket failed, e.g. because the transport shut it down)
     or ``"frame length N ..."`` (a length outside 0..max_frame: the stream cannot be trusted any more)."""
@@ -98,7 +100,7 @@ cdef class StreamReader:
     cdef object sources
     cdef public object on_error
     cdef char* _buf
-    cdef Py_ssize_t _cap, _start, _end
+    cdef Py_ssize_t _cap, _start, _end, _bufsize
     cdef readonly Py_ssize_t max_frame
     cdef readonly int64_t frames_received
     cdef readonly int64_t bytes_received
@@ -118,7 +120,7 @@ cdef class StreamReader:
         self._buf = <char*>malloc(bufsize)
         if self._buf == NULL:
             raise MemoryError()
-        self._cap = bufsize
+        self._cap = self._bufsize = bufsize
 
     def __dealloc__(self):
         free(self._buf)
@@ -127,6 +129,11 @@ cdef class StreamReader:
     def pending(self):
         """Bytes of an incomplete frame read so far."""
         return self._end - self._start
+
+    @property
+    def capacity(self):
+        """Bytes of the receive buffer now."""
+        return self._cap
 
     def feed(self, data):
         """Process ``data`` as if it had been read from the socket (bytes that came with the handshake, and
@@ -146,8 +153,10 @@ cdef class StreamReader:
 
     cdef int _room(self, Py_ssize_t want) noexcept:
         """Make room for ``want`` more bytes after ``_end`` (moving the partial frame to the front, growing
-        the buffer); -1 if memory ran out."""
+        the buffer to at least twice its size, but never past what a frame of max_frame needs); -1 if
+        memory ran out."""
         cdef Py_ssize_t used = self._end - self._start
+        cdef Py_ssize_t cap, limit
         cdef char* grown
         if self._cap - self._end >= want:
             return 0
@@ -156,11 +165,30 @@ cdef class StreamReader:
             self._start, self._end = 0, used
             if self._cap - self._end >= want:
                 return 0
-        grown = <char*>realloc(self._buf, used + want)
+        limit = self.max_frame + 4 + _MIN_READ
+        cap = 2 * self._cap
+        if cap > limit:
+            cap = limit
+        if cap < used + want:
+            cap = used + want
+        grown = <char*>realloc(self._buf, cap)
         if grown == NULL:
             return -1
-        self._buf, self._cap = grown, used + want
+        self._buf, self._cap = grown, cap
         return 0
+
+    cdef void _shrink(self) noexcept:
+        """Back to ``bufsize`` once the rest of the stream fits in half of it (after a long frame)."""
+        cdef Py_ssize_t used = self._end - self._start
+        cdef char* smaller
+        if self._cap <= self._bufsize or used > self._bufsize // 2:
+            return
+        if self._start > 0:
+            memmove(self._buf, self._buf + self._start, used)
+            self._start, self._end = 0, used
+        smaller = <char*>realloc(self._buf, self._bufsize)
+        if smaller != NULL:
+            self._buf, self._cap = smaller, self._bufsize
 
     cdef object _deliver(self):
         """Hand the complete frames in the buffer to the handler; None, or why the stream is unusable."""
@@ -193,6 +221,7 @@ cdef class StreamReader:
         self._start = pos
         if self._start == self._end:
             self._start = self._end = 0
+        self._shrink()
         if run is not None:
             self._hand(run, run_mcast)
         return verdict

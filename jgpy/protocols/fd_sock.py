@@ -22,6 +22,16 @@ answered by X itself or by anybody who has X in the cache.
 All socket work runs on dedicated daemon threads (the acceptor, one per accepted client, the pinger);
 every blocking call wakes up at least every 0.5 s, so all of them end within about a second of
 ``stop()``, and the sockets are closed.
+
+What a stranger can hold (jgpy; Java 2.12 accepts any number of clients, a thread each, and its acceptor
+ends for good at the first failed ``accept()``): at most ``max_connections`` clients at once. When all are
+taken, the oldest client from a host that is not a member's (the hosts of the members' cached server
+sockets) makes room; if all come from members' hosts, the new one is closed (a member's monitor is never closed for a
+stranger's). A failed ``accept()`` (EMFILE, ENFILE, ENOBUFS ...) is retried after a back-off (10 ms doubling
+to 1 s). A client is not asked for anything within a deadline: a member's monitor sends nothing until it
+leaves (0x09), so silence is what a legitimate client does. The cache keeps at most ``MAX_STRANGERS`` entries
+for non-members (I_HAVE_SOCK and GET_CACHE_RSP can name anybody), and only members are recorded as
+suspected.
 """
 
 from __future__ import annotations
@@ -41,6 +51,8 @@ from jgpy._core.headers import FdSockHeader
 from jgpy._core.message import Message
 from jgpy.errors import ConfigError
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
+from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, resolve_bind_addr
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_str
 from jgpy.stack.protocol import UP_HEADER, Protocol
 from jgpy.stack.promise import Promise
@@ -49,6 +61,7 @@ NORMAL_TERMINATION = 9
 ABNORMAL_TERMINATION = -1
 _POLL = 0.5          # seconds: the longest any blocking socket call waits before looking at the stop flag
 _JOIN = 2.0          # seconds: how long stop() waits for a thread
+MAX_STRANGERS = 64   # cache entries for non-members at most (the oldest go first)
 
 
 class _PingConn:
@@ -84,6 +97,7 @@ class _ClientConnection:
         self.owner = owner
         self.sock = sock
         self.peer = peer
+        self.since = time.monotonic()
         self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, daemon=True,
                                        name=f"FD_SOCK client connection handler {peer[0]}:{peer[1]}")
@@ -182,6 +196,9 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
     port_range = Property(to_int, 50, "ports to try above start_port / client_bind_port")
     keep_alive = Property(to_bool, True, "SO_KEEPALIVE on the ping socket")
     sock_conn_timeout = Property(to_int, 1000, "ms to wait for the ping socket to connect")
+    max_connections = Property(to_int, 64, "jgpy: max client connections the server socket holds at once (a thread "
+                               "each); when all are taken, the oldest from a host that is no member's makes room, "
+                               "else the new one is closed")
     srv_sock_bind_addr = Property(to_str, None, "(no effect)", deprecated="use bind_addr; the property is ignored")
 
     IGNORED_PROPERTIES = {
@@ -218,6 +235,8 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
         # broadcast task
         self._bcast_suspects: set = set()
         self._bcast_task = None
+        self._rl = RateLimitedLog(self.log)
+        self.counters = {"accept_errors": 0, "clients_refused": 0, "clients_evicted": 0}
         # stats
         self.num_suspect_events = 0
         self.suspect_history: collections.deque = collections.deque(maxlen=20)
@@ -227,6 +246,8 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
     def init(self) -> None:
         if self.num_tries < 1:
             self.num_tries = 1
+        if self.max_connections < 1:
+            raise ConfigError(f"FD_SOCK max_connections={self.max_connections}: must be >= 1")
 
     def stop(self) -> None:
         self._stop_pinger_thread()
@@ -338,7 +359,7 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
             if hdr.mbr is None or hdr.sock_addr is None:
                 return
             with self._lock:
-                self.cache[hdr.mbr] = hdr.sock_addr
+                self._cache_put(hdr.mbr, hdr.sock_addr)
                 wanted = self.ping_dest is not None and hdr.mbr == self.ping_dest
             self.log.debug("%s: i-have-sock: %s --> %s", me, hdr.mbr, hdr.sock_addr)
             if wanted:
@@ -354,6 +375,18 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
                 return
             self._get_cache_promise.set(dict(hdr.cached_addrs))
 
+    def _cache_put(self, mbr, addr: IpAddress) -> None:
+        """cache[mbr] = addr (lock held); at most MAX_STRANGERS entries for non-members, the oldest go first."""
+        cache = self.cache
+        cache.pop(mbr, None)
+        cache[mbr] = addr
+        if mbr in self.members or len(cache) <= len(self.members) + MAX_STRANGERS:
+            return
+        members = set(self.members)
+        strangers = [m for m in cache if m not in members]
+        for m in strangers[:len(strangers) - MAX_STRANGERS]:
+            del cache[m]
+
     # ---- suspicion ----
 
     def suspect(self, suspects: list) -> None:
@@ -363,7 +396,8 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
         with self._lock:
             for s in suspects:
                 self.suspect_history.append(s)
-                self.suspected_mbrs.add(s)
+                if s in self.members:               # nobody else counts for who is eligible: keep no others
+                    self.suspected_mbrs.add(s)
             eligible = [m for m in self.members if m not in self.suspected_mbrs]
         me = self.me
         if me is not None and eligible and eligible[0] == me:
@@ -436,7 +470,6 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
     # ---- server socket ----
 
     def _bind_host(self) -> str:
-        from jgpy.stack.netutil import resolve_bind_addr
         spec = self.bind_addr if self.bind_addr is not None else self._config_bind_addr
         return resolve_bind_addr(spec)
 
@@ -487,21 +520,61 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
                 t.join(_JOIN)
 
     def _accept_loop(self, srv: socket.socket, stop: threading.Event) -> None:
+        backoff = Backoff()
         while not stop.is_set():
             try:
                 sock, peer = srv.accept()
             except socket.timeout:
                 continue
+            except OSError as e:
+                if stop.is_set():
+                    break
+                if e.errno in ACCEPT_CONNECTION_ERRORS:
+                    continue
+                self.counters["accept_errors"] += 1
+                delay = backoff.failed()
+                self._rl.warning("accept", "%s: accept() failed on the FD_SOCK server socket: %s; accepting again in "
+                                 "%.0f ms", self.me, e, delay * 1000)
+                stop.wait(delay)
+                continue
+            backoff.succeeded()
+            try:
+                sock.settimeout(_POLL)
             except OSError:
-                break
-            sock.settimeout(_POLL)
+                _close(sock)
+                continue
             conn = _ClientConnection(self, sock, peer)
             with self._clients_lock:
                 if stop.is_set():
                     _close(sock)
                     break
-                self._clients.append(conn)
+                admitted, evicted = self._make_room(peer)
+                if admitted:
+                    self._clients.append(conn)
+            if evicted is not None:
+                evicted.stop(False)
+            if not admitted:
+                self.counters["clients_refused"] += 1
+                self._rl.warning("full", "%s: %d FD_SOCK clients, all from members' hosts (max_connections=%d): "
+                                 "closed the connection from %s:%s", self.me, len(self._clients),
+                                 self.max_connections, peer[0], peer[1])
+                _close(sock)
+                continue
             conn.start()
+
+    def _make_room(self, peer) -> tuple[bool, _ClientConnection | None]:
+        """Room for a client from ``peer`` (clients lock held): (admitted, the client to close for it)."""
+        clients = self._clients
+        if len(clients) < self.max_connections:
+            return True, None
+        with self._lock:
+            members_hosts = {a.host for m, a in self.cache.items() if m in self.members}
+        victim = min((c for c in clients if c.peer[0] not in members_hosts), key=lambda c: c.since, default=None)
+        if victim is None:
+            return False, None
+        clients.remove(victim)
+        self.counters["clients_evicted"] += 1
+        return True, victim
 
     def _client_done(self, conn: _ClientConnection) -> None:
         with self._clients_lock:
@@ -717,7 +790,8 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
                 result = self._get_cache_promise.get(self.get_cache_timeout, reset=False, stop=stop)
                 if result is not None:
                     with self._lock:
-                        self.cache.update(result)
+                        for mbr, addr in result.items():
+                            self._cache_put(mbr, addr)
                     self.log.debug("%s: got the cache from %s", self.me, coord)
                     return
             attempts -= 1
@@ -756,4 +830,5 @@ class FD_SOCK(Protocol):  # noqa: N801 - the JGroups name
                     "ping_dest": str(self.ping_dest) if self.ping_dest is not None else None,
                     "server_socket": str(self.srv_sock_addr) if self.srv_sock_addr is not None else None,
                     "cache": {str(k): str(v) for k, v in self.cache.items()},
-                    "suspected": [str(m) for m in self.suspected_mbrs]}
+                    "suspected": [str(m) for m in self.suspected_mbrs],
+                    "clients": len(self._clients), **self.counters}

@@ -52,7 +52,13 @@ class TCP(TP):
     linger = Property(to_int, -1, "SO_LINGER in seconds, as Java passes it to Socket.setSoLinger (-1: off)")
     external_addr = Property(to_str, None, "the address to announce instead of bind_addr (a port-forwarding "
                              "firewall's public address)")
-    max_frame = Property(to_size, 64 << 20, "jgpy: a frame longer than this closes the connection")
+    max_frame = Property(to_size, 0, "jgpy: a frame longer than this closes the connection before it is read (0: "
+                         "the larger of 1 MiB, 2 x max_bundle_size and the stack's frag_size + 64 KiB: a bundle "
+                         "never exceeds max_bundle_size, a fragment frag_size; only a GMS message of a cluster of "
+                         "many thousands comes near 1 MiB)")
+    max_connections = Property(to_int, 256, "jgpy: max TCP connections, those still in their handshake included (an "
+                               "eighth for these); when all are taken, a new connection replaces the oldest one to a "
+                               "non-member, and is closed if all are to members")
 
     IGNORED_PROPERTIES = {
         "suspect_on_send_failure": ignored("deprecated in 2.12"),
@@ -71,6 +77,8 @@ class TCP(TP):
     def init(self) -> None:
         if self.send_queue_size < 0:
             raise ConfigError(f"TCP send_queue_size={self.send_queue_size}: must be >= 0")
+        if self.max_connections < 2:
+            raise ConfigError(f"TCP max_connections={self.max_connections}: must be >= 2 (one for a handshake)")
         if self.bind_port <= 0:
             discovery = [p for p in self.stack.protocols if getattr(p, "DYNAMIC_DISCOVERY", None) is not None]
             if any(not p.DYNAMIC_DISCOVERY for p in discovery):
@@ -93,8 +101,8 @@ class TCP(TP):
         self.physical_addr = IpAddress(resolve_bind_addr(self.external_addr) if self.external_addr else bind, port)
         options = SocketOptions(self.send_buf_size, self.recv_buf_size, self.tcp_nodelay, self.linger,
                                 self.sock_conn_timeout, self.peer_addr_read_timeout, self.use_send_queues,
-                                self.send_queue_size, self.max_frame, self.max_bundle_size,
-                                self.unicast_stream_gap_us, float(self.max_bundle_timeout))
+                                self.send_queue_size, self.frame_limit(), self.max_bundle_size,
+                                self.unicast_stream_gap_us, float(self.max_bundle_timeout), self.max_connections)
         self._table = ConnectionTable(self.server_sock, self.physical_addr, bind, self._recv_core.receive,
                                       self._frames_failed, options, name=f"jgpy-tcp-{port}")
         self._table.start()
@@ -105,6 +113,14 @@ class TCP(TP):
             self._reaper = self.timer.schedule_with_fixed_delay(self.reaper_interval, self.reaper_interval,
                                                                 self._reap, "TCP connection reaper")
         self.up_prot.up(Event(EventType.CONFIG, {"bind_addr": bind}))
+
+    def frame_limit(self) -> int:
+        """The longest frame a connection may carry: max_frame, or (0) what the stack can send (see there)."""
+        if self.max_frame > 0:
+            return self.max_frame
+        frag = max((getattr(p, "frag_size", 0) or 0 for p in self.stack.protocols), default=0) \
+            if self.stack is not None else 0
+        return max(1 << 20, 2 * self.max_bundle_size, frag + (64 << 10))
 
     def _server_socket(self, bind: str) -> socket.socket:
         """A listening socket on the first port of bind_port..bind_port+port_range that takes it (a fresh

@@ -1,9 +1,12 @@
-"""Network helpers shared by the protocols that open sockets (UDP, FD_SOCK, ...)."""
+"""Network helpers shared by the protocols that open sockets (UDP, TCP, FD_SOCK, the state server)."""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
+import time
+from typing import Callable
 
 from jgpy.errors import ConfigError
 
@@ -32,3 +35,67 @@ def resolve_bind_addr(spec: str | None) -> str:
             return socket.getaddrinfo(spec, None, socket.AF_INET)[0][4][0]
         except socket.gaierror as e:
             raise ConfigError(f"bind_addr {spec!r} cannot be resolved: {e}") from None
+
+
+#: accept() errors about the one connection being accepted (Linux passes a connection's pending network
+#: error to accept): the next connection can be accepted at once
+ACCEPT_CONNECTION_ERRORS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN,
+                                      errno.ENOPROTOOPT, errno.EHOSTDOWN, errno.ENONET, errno.EHOSTUNREACH,
+                                      errno.EOPNOTSUPP, errno.ENETUNREACH})
+
+
+class Backoff:
+    """The wait after each failure in a row (e.g. accept() failing with EMFILE, ENFILE, ENOBUFS): ``first``
+    seconds, doubling up to ``most``; a success starts over. A server socket's acceptor backs off and goes
+    on: the resource comes back when connections close."""
+
+    def __init__(self, first: float = 0.01, most: float = 1.0):
+        self.first = first
+        self.most = most
+        self._next = first
+
+    def failed(self) -> float:
+        """The delay to wait now (the next failure in a row waits twice as long)."""
+        delay = self._next
+        self._next = min(self.most, delay * 2)
+        return delay
+
+    def succeeded(self) -> None:
+        self._next = self.first
+
+
+def deadline_reader(sock: socket.socket, deadline: float, limit: int = 1 << 20) -> Callable[[int], bytes]:
+    """``read(n)`` (up to n bytes, b"" at EOF) on a blocking ``sock`` that raises ``socket.timeout`` once
+    ``deadline`` (time.monotonic()) has passed, and OSError past ``limit`` bytes in all: one limit for a whole
+    exchange, however the peer spreads its bytes (a timeout per recv lets a peer that sends a byte now and
+    then hold the reader for ever), and a length the peer announces is never allocated before its bytes
+    come (at most 64 KiB per recv)."""
+    total = 0
+
+    def read(n: int) -> bytes:
+        nonlocal total
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("the peer's data did not arrive in time")
+        if total >= limit:
+            raise OSError(f"the peer sent more than {limit} bytes")
+        sock.settimeout(left)
+        data = sock.recv(max(1, min(n, 65536, limit - total)))
+        total += len(data)
+        return data
+    return read
+
+
+def same_host(ip: str, addr) -> bool:
+    """Whether a connection from ``ip`` comes from the host of the IpAddress ``addr`` (IPv4-mapped IPv6
+    forms count as the IPv4 address)."""
+    host = addr.host
+    if host is None:
+        return False
+    try:
+        a, b = ipaddress.ip_address(ip.split("%")[0]), ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    a = getattr(a, "ipv4_mapped", None) or a
+    b = getattr(b, "ipv4_mapped", None) or b
+    return a == b

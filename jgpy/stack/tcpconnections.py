@@ -4,8 +4,8 @@ One server socket (the member's physical address) accepts connections; a send to
 connection opens one. The connecting side sends the handshake (``bela``, the version, its physical
 address); the acceptor reads it and from then on both sides use the one socket in both directions, each
 direction a stream of frames (int length + datagram). When both sides connect at the same time, the
-acceptor keeps the new connection only if the peer's address is greater than its own, as Java does, so
-both end up on the same socket.
+connection the greater address opened stays, as in Java, so both end up on the same socket. What a
+stranger can hold (handshakes, connections, buffers) is bounded: see :class:`ConnectionTable`.
 
 Every connection has a reader thread (:class:`jgpy._core.tcp.StreamReader`, GIL released while it waits)
 and, with ``use_send_queues``, a sender thread that writes whatever was queued in one call, so a sender
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import selectors
 import socket
 import struct
 import threading
@@ -27,6 +28,7 @@ from jgpy._core.address import IpAddress
 from jgpy._core.tcp import SameSource, StreamReader, StreamWriter
 from jgpy.errors import WireFormatError, version_string
 from jgpy.stack.logutil import RateLimitedLog
+from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, same_host
 
 log = logging.getLogger("jgpy.tcp")
 
@@ -39,8 +41,9 @@ class SocketOptions:
 
     def __init__(self, send_buf_size: int = 150000, recv_buf_size: int = 150000, tcp_nodelay: bool = True,
                  linger: int = -1, sock_conn_timeout_ms: int = 2000, peer_addr_read_timeout_ms: int = 2000,
-                 use_send_queues: bool = True, send_queue_size: int = 10000, max_frame: int = 64 << 20,
-                 max_bundle_size: int = 64000, stream_gap_us: int = 20, max_linger_ms: float = 20.0):
+                 use_send_queues: bool = True, send_queue_size: int = 10000, max_frame: int = 1 << 20,
+                 max_bundle_size: int = 64000, stream_gap_us: int = 20, max_linger_ms: float = 20.0,
+                 max_connections: int = 256):
         self.send_buf_size = send_buf_size
         self.recv_buf_size = recv_buf_size
         self.tcp_nodelay = tcp_nodelay
@@ -53,6 +56,7 @@ class SocketOptions:
         self.max_bundle_size = max_bundle_size
         self.stream_gap_us = stream_gap_us
         self.max_linger_ms = max_linger_ms
+        self.max_connections = max(2, max_connections)
 
     def apply(self, sock: socket.socket) -> None:
         for opt, size in ((socket.SO_SNDBUF, self.send_buf_size), (socket.SO_RCVBUF, self.recv_buf_size)):
@@ -243,11 +247,13 @@ class SendQueue:
 class Connection:
     """One TCP connection to a peer (by its physical address), with its reader and maybe sender thread."""
 
-    def __init__(self, table: "ConnectionTable", sock: socket.socket, peer: IpAddress, initiated: bool):
+    def __init__(self, table: "ConnectionTable", sock: socket.socket, peer: IpAddress, initiated: bool,
+                 verified: bool = True):
         self.table = table
         self.sock = sock
         self.peer = peer
         self.initiated = initiated
+        self.verified = verified        # we opened it, or it came from the host of the address it claims
         self.created = time.monotonic()
         self.closed = False
         self.writer = StreamWriter(sock)
@@ -263,12 +269,7 @@ class Connection:
             if table.options.use_send_queues else None
         self._thread = threading.Thread(target=self._read, name=f"jgpy-tcp-recv-{self.label}", daemon=True)
 
-    def start(self, leftover: bytes = b"") -> None:
-        if leftover:
-            why = self.reader.feed(leftover)
-            if why is not None:
-                self.table.connection_ended(self, why)
-                return
+    def start(self) -> None:
         self._thread.start()
 
     def send(self, data: bytes, key=FRAME) -> None:
@@ -312,11 +313,48 @@ class Connection:
 
     def stats(self) -> dict:
         r, w = self.reader, self.writer
-        return {"peer": str(self.peer), "initiated": self.initiated, "frames_received": r.frames_received,
+        return {"peer": str(self.peer), "initiated": self.initiated, "verified": self.verified,
+                "buffer": r.capacity, "frames_received": r.frames_received,
                 "bytes_received": r.bytes_received, "reads": r.reads, "frames_sent": w.frames_sent,
                 "bytes_sent": w.bytes_sent, "writes": w.writes, "queued": len(self.queue) if self.queue is not None else 0,
                 "bundles": self.queue.bundles if self.queue is not None else 0,
                 "inline_writes": self.queue.inline_writes if self.queue is not None else 0}
+
+
+class _Pending:
+    """An accepted connection still in its handshake: the bytes so far, and until when the rest may take."""
+
+    __slots__ = ("sock", "src", "buf", "deadline")
+
+    def __init__(self, sock: socket.socket, src, deadline: float):
+        self.sock = sock
+        self.src = src
+        self.buf = bytearray()
+        self.deadline = deadline
+
+
+def handshake_need(buf) -> tuple[int, bool]:
+    """``(bytes, whole)``: how long the ``bela`` handshake at the start of ``buf`` is as far as these bytes tell,
+    and whether that is all of it. Raises WireFormatError as soon as the bytes cannot be a handshake (cookie,
+    address length)."""
+    n = len(buf)
+    cookie = jg212.TCP_COOKIE
+    if bytes(buf[:4]) != cookie[:min(n, 4)]:
+        raise WireFormatError(f"bad handshake cookie {bytes(buf[:4])!r} (not a JGroups TCP peer?)",
+                              "handshake.cookie", 0)
+    if n < _HANDSHAKE_HEAD:
+        return _HANDSHAKE_HEAD, False
+    addr_len = buf[6]
+    if addr_len not in (4, 16):
+        raise WireFormatError(f"IpAddress length has to be 4 or 16 bytes (was {addr_len})", "handshake.addr_len", 6)
+    need = _HANDSHAKE_HEAD + addr_len + (4 if addr_len == 16 else 0) + 2 + 1     # address, scope, port, flag
+    if n < need:
+        return need, False
+    if not buf[need - 1]:
+        return need, True
+    if n < need + 2:                                            # additional data: short length + bytes
+        return need + 2, False
+    return need + 2 + int.from_bytes(buf[need:need + 2], "big"), True
 
 
 class ConnectionTable:
@@ -324,7 +362,27 @@ class ConnectionTable:
 
     ``handler(frames, sources, multicast)`` receives the frames of every connection (on its reader
     thread); ``handler_failed(exc)`` is told when it raised. ``list_prefix(dest)``: the start of a LIST
-    datagram to ``dest`` (None: multicast), for bundles; set by the transport once it knows its address."""
+    datagram to ``dest`` (None: multicast), for bundles; set by the transport once it knows its address.
+
+    What a stranger can hold (jgpy; Java 2.12 has no limits here):
+
+    * Handshakes are read by the acceptor thread from non-blocking sockets, all at once: a peer that sends
+      its handshake a byte at a time delays nobody, and is closed when ``peer_addr_read_timeout`` has
+      passed since its connection was accepted (one deadline for the whole handshake, not per read).
+    * ``max_connections`` bounds the connections, those still in their handshake included: an eighth of
+      it (at least 1) is kept for handshakes (when they are all taken, the oldest handshake is closed), the
+      rest for established connections. When those are all taken, a new one takes the place of the oldest
+      connection to a peer that is not a member (``retain_all`` says who is); if all are members', the new
+      connection is closed. A member's connection is never closed for a stranger's.
+    * The frame reader allocates only as far as a frame's bytes really arrive, never past ``max_frame``.
+
+    Two connections that claim the same peer (Java's ``ConnectionAcceptor``): Java keeps the new one only
+    when the peer's address is greater than ours, so after a simultaneous connect both sides keep the
+    connection the greater address opened; that also lets anybody who claims a greater member's address
+    take that member's connection over. jgpy applies Java's rule while the existing connection is young
+    (``sock_conn_timeout + peer_addr_read_timeout``: a crossing connect); later a connection that comes
+    from the host of the address it claims wins over one that does not, and one that does not never
+    replaces one that does (ours, opened to that address, or a peer's from its own host)."""
 
     list_prefix: Callable[[object], bytes] | None = None
 
@@ -339,13 +397,20 @@ class ConnectionTable:
         self.options = options
         self.name = name
         self.conns: dict[IpAddress, Connection] = {}
+        self._members: frozenset = frozenset()          # the members' physical addresses (retain_all)
+        self._connecting: dict[IpAddress, threading.Event] = {}     # connects in progress, by destination
+        self._pending: dict[socket.socket, _Pending] = {}           # handshakes (the acceptor's), oldest first
         self._lock = threading.RLock()
         self._running = False
         self._acceptor: threading.Thread | None = None
         self._rl = RateLimitedLog(log)
+        self.handshake_slots = max(1, options.max_connections // 8)
+        self.max_established = max(1, options.max_connections - self.handshake_slots)
+        self._race_window = (options.sock_conn_timeout_ms + options.peer_addr_read_timeout_ms) / 1000.0
         self.counters = {"connections_accepted": 0, "connections_opened": 0, "connections_rejected": 0,
                          "connections_replaced": 0, "connect_failures": 0, "connections_closed": 0,
-                         "send_failures": 0, "bad_streams": 0}
+                         "send_failures": 0, "bad_streams": 0, "handshake_timeouts": 0, "handshakes_evicted": 0,
+                         "connections_evicted": 0, "connections_refused": 0, "accept_errors": 0}
 
     # ---- life cycle ----
 
@@ -361,7 +426,7 @@ class ConnectionTable:
         if not self._running:
             return
         self._running = False
-        _close(self.server_sock, shutdown=True)         # the shutdown wakes the acceptor blocked in accept()
+        _close(self.server_sock, shutdown=True)         # the shutdown wakes the acceptor in select()
         if self._acceptor is not None and threading.current_thread() is not self._acceptor:
             self._acceptor.join(3.0)
         with self._lock:
@@ -387,31 +452,41 @@ class ConnectionTable:
             conn.send(data, key)
         except OSError as e:
             self.counters["send_failures"] += 1
-            self._rl.warning(f"send-{dest}", "%s: sending %d bytes to %s failed: %s", self.local_addr, len(data),
-                             dest, e)
+            self._rl.warning("send", "%s: sending %d bytes to %s failed: %s", self.local_addr, len(data), dest, e)
             self.connection_ended(conn, f"send failed: {e}")
 
     def _connection_to(self, dest: IpAddress) -> Connection | None:
+        """The open connection to ``dest``, made now if there is none. One thread connects to a destination
+        at a time (the others wait for it, at most sock_conn_timeout); nobody holds the table meanwhile
+        (Java does, for sock_conn_timeout at most: jgpy's acceptor never waits for a connect)."""
         conn = self.conns.get(dest)
         if conn is not None and conn.is_open:
             return conn
-        with self._lock:                  # as Java: connecting holds the table (sock_conn_timeout at most)
+        with self._lock:
             conn = self.conns.get(dest)
             if conn is not None and conn.is_open:
                 return conn
             if not self._running:
                 return None
+            busy = self._connecting.get(dest)
+            if busy is None:
+                done = self._connecting[dest] = threading.Event()
+        if busy is not None:
+            busy.wait(self.options.sock_conn_timeout_ms / 1000.0 + 1.0)
+            conn = self.conns.get(dest)
+            return conn if conn is not None and conn.is_open else None
+        try:
             try:
                 sock = self._connect(dest)
             except OSError as e:
                 self.counters["connect_failures"] += 1
                 log.debug("%s: cannot connect to %s: %s", self.local_addr, dest, e)   # Java: trace (TCPPING probes)
                 return None
-            conn = Connection(self, sock, dest, initiated=True)
-            self.conns[dest] = conn
-            self.counters["connections_opened"] += 1
-        conn.start()
-        return conn
+            return self._install_opened(dest, sock)
+        finally:
+            with self._lock:
+                self._connecting.pop(dest, None)
+            done.set()
 
     def _connect(self, dest: IpAddress) -> socket.socket:
         family = socket.AF_INET6 if dest.is_ipv6 else socket.AF_INET
@@ -428,73 +503,219 @@ class ConnectionTable:
             sock.close()
             raise
 
-    # ---- accepting ----
+    def _install_opened(self, dest: IpAddress, sock: socket.socket) -> Connection | None:
+        """Enter the connection we opened to ``dest``. If the peer's own connection came in meanwhile, the
+        one the greater address opened stays (what the peer's acceptor decides too)."""
+        with self._lock:
+            if not self._running:
+                _close(sock)
+                return None
+            old = self.conns.get(dest)
+            if old is not None and old.is_open:
+                if self.local_addr.compare_to(dest) <= 0:
+                    _close(sock)
+                    return old
+                self.counters["connections_replaced"] += 1
+                drop = old
+            else:
+                room, drop = self._make_room()
+                if not room:
+                    self.counters["connections_refused"] += 1
+                    self._rl.warning("full", "%s: %d connections, all to members (max_connections=%d): not "
+                                     "connecting to %s", self.local_addr, len(self.conns),
+                                     self.options.max_connections, dest)
+                    _close(sock)
+                    return None
+            conn = Connection(self, sock, dest, initiated=True, verified=True)
+            self.conns[dest] = conn
+            self.counters["connections_opened"] += 1
+        if drop is not None:
+            drop.close()
+        conn.start()
+        return conn
+
+    def _make_room(self) -> tuple[bool, Connection | None]:
+        """Room for one more established connection (called with the lock held): (True, None) if there is,
+        (True, the connection to close) if the oldest connection to a non-member made room, else (False, None)."""
+        if len(self.conns) < self.max_established:
+            return True, None
+        members = self._members
+        victim = min((c for c in self.conns.values() if c.peer not in members), key=lambda c: c.created,
+                     default=None)
+        if victim is None:
+            return False, None
+        del self.conns[victim.peer]
+        self.counters["connections_evicted"] += 1
+        return True, victim
+
+    # ---- accepting: one thread, handshakes read from non-blocking sockets ----
 
     def _accept_loop(self) -> None:
-        while self._running:
-            try:
-                sock, src = self.server_sock.accept()
-            except OSError:
-                if not self._running:
-                    return
-                time.sleep(0.05)          # e.g. EMFILE: do not spin
-                continue
-            try:
-                self._accepted(sock, src)
-            except Exception:  # noqa: BLE001 - one bad peer must not end the acceptor
-                log.exception("%s: handling the connection from %s failed", self.local_addr, src)
-                _close(sock)
-
-    def _accepted(self, sock: socket.socket, src) -> None:
+        srv = self.server_sock
+        pending = self._pending
+        backoff = Backoff()
+        sel = selectors.DefaultSelector()
+        resume_at = 0.0                     # accept() failed (EMFILE ...): the server socket rests until then
         try:
+            srv.setblocking(False)
+            sel.register(srv, selectors.EVENT_READ)
+            listening = True
+            while self._running:
+                now = time.monotonic()
+                if not listening and now >= resume_at:
+                    sel.register(srv, selectors.EVENT_READ)
+                    listening = True
+                timeout = 0.5
+                if pending:
+                    timeout = min(timeout, next(iter(pending.values())).deadline - now)
+                if not listening:
+                    timeout = min(timeout, resume_at - now)
+                for key, _ in sel.select(max(0.0, timeout)):
+                    if key.fileobj is srv:
+                        delay = self._accept_some(srv, sel, backoff)
+                        if delay:
+                            sel.unregister(srv)
+                            listening = False
+                            resume_at = time.monotonic() + delay
+                    elif key.fileobj in pending:
+                        self._read_handshake(sel, key.data)
+                now = time.monotonic()
+                while pending:
+                    p = next(iter(pending.values()))
+                    if p.deadline > now:
+                        break
+                    self.counters["handshake_timeouts"] += 1
+                    self._refuse(sel, p, f"no handshake within {self.options.peer_addr_read_timeout_ms} ms "
+                                         f"({len(p.buf)} bytes came)")
+        except Exception:  # noqa: BLE001 - a bug; log it loudly (the member cannot accept any more)
+            if self._running:
+                log.exception("%s: the TCP acceptor failed", self.local_addr)
+        finally:
+            for p in list(pending.values()):
+                self._drop_pending(sel, p)
+            sel.close()
+
+    def _accept_some(self, srv: socket.socket, sel, backoff: Backoff) -> float:
+        """Accept what waits (at most 64 at a time); 0, or how long to rest after accept() failed."""
+        for _ in range(64):
+            try:
+                sock, src = srv.accept()
+            except (BlockingIOError, InterruptedError):
+                return 0.0
+            except OSError as e:
+                if not self._running:
+                    return 0.0
+                if e.errno in ACCEPT_CONNECTION_ERRORS:
+                    continue
+                self.counters["accept_errors"] += 1
+                delay = backoff.failed()
+                self._rl.warning("accept", "%s: accept() failed: %s; accepting again in %.0f ms", self.local_addr, e,
+                                 delay * 1000)
+                return delay
+            backoff.succeeded()
+            self._admit(sel, sock, src)
+        return 0.0
+
+    def _admit(self, sel, sock: socket.socket, src) -> None:
+        pending = self._pending
+        if len(pending) >= self.handshake_slots:        # the oldest handshake makes room (unless it is done now)
+            oldest = next(iter(pending.values()))
+            self._read_handshake(sel, oldest)
+            if oldest.sock in pending:
+                self.counters["handshakes_evicted"] += 1
+                self._refuse(sel, oldest, "handshake not done when all handshake slots were taken")
+        try:
+            sock.setblocking(False)
             self.options.apply(sock)
-            peer = self._read_handshake(sock, src)
+        except OSError:
+            _close(sock)
+            return
+        p = _Pending(sock, src, time.monotonic() + max(0.001, self.options.peer_addr_read_timeout_ms / 1000.0))
+        pending[sock] = p
+        sel.register(sock, selectors.EVENT_READ, p)
+        self._read_handshake(sel, p)                    # a connector sends its handshake with the connect
+
+    def _read_handshake(self, sel, p: _Pending) -> None:
+        """Read what the handshake still needs (never past it: the frames are the reader thread's)."""
+        try:
+            while True:
+                need, whole = handshake_need(p.buf)
+                if whole and len(p.buf) >= need:
+                    break
+                try:
+                    chunk = p.sock.recv(need - len(p.buf))
+                except (BlockingIOError, InterruptedError):
+                    return
+                if not chunk:
+                    raise OSError(f"the peer closed the connection after {len(p.buf)} handshake bytes")
+                p.buf += chunk
+            version, peer, _ = jg212.decode_tcp_handshake(bytes(p.buf))
         except (OSError, WireFormatError) as e:
-            self.counters["connections_rejected"] += 1
-            self._rl.warning(f"handshake-{src[0]}", "%s: closed the connection from %s:%s: %s", self.local_addr,
-                             src[0], src[1], e)
-            _close(sock)
+            self._refuse(sel, p, str(e))
             return
-        if peer is None:
-            _close(sock)
-            return
+        self._drop_pending(sel, p, close=False)
+        if not jg212.is_binary_compatible(version):
+            self._rl.warning("version", "%s: the peer at %s:%s has version %s, ours is %s: this may cause problems",
+                             self.local_addr, p.src[0], p.src[1], version_string(version),
+                             version_string(jg212.VERSION))
+        try:
+            self._accepted(p.sock, p.src, peer)
+        except Exception:  # noqa: BLE001 - one bad peer must not end the acceptor
+            self._rl.exception("accepted", "%s: handling the connection from %s failed", self.local_addr, p.src)
+            _close(p.sock)
+
+    def _refuse(self, sel, p: _Pending, why: str) -> None:
+        self.counters["connections_rejected"] += 1
+        self._rl.warning("handshake", "%s: closed the connection from %s:%s: %s", self.local_addr, p.src[0], p.src[1],
+                         why)
+        self._drop_pending(sel, p)
+
+    def _drop_pending(self, sel, p: _Pending, close: bool = True) -> None:
+        self._pending.pop(p.sock, None)
+        try:
+            sel.unregister(p.sock)
+        except (KeyError, ValueError):
+            pass
+        if close:
+            _close(p.sock)
+
+    def _accepted(self, sock: socket.socket, src, peer: IpAddress) -> None:
+        sock.setblocking(True)
+        verified = same_host(src[0], peer)
         with self._lock:
             if not self._running:
                 _close(sock)
                 return
             old = self.conns.get(peer)
             if old is not None and old.is_open:
-                if peer.compare_to(self.local_addr) <= 0:   # both connected: the greater address's socket wins
+                if not self._new_wins(old, peer, verified):
                     self.counters["connections_rejected"] += 1
                     _close(sock)
                     return
                 self.counters["connections_replaced"] += 1
-            conn = Connection(self, sock, peer, initiated=False)
+                drop = old
+            else:
+                room, drop = self._make_room()
+                if not room:
+                    self.counters["connections_refused"] += 1
+                    self._rl.warning("full", "%s: %d connections, all to members (max_connections=%d): closed "
+                                     "the connection from %s:%s", self.local_addr, len(self.conns),
+                                     self.options.max_connections, src[0], src[1])
+                    _close(sock)
+                    return
+            conn = Connection(self, sock, peer, initiated=False, verified=verified)
             self.conns[peer] = conn
             self.counters["connections_accepted"] += 1
-        if old is not None:
-            old.close()
+        if drop is not None:
+            drop.close()
         conn.start()
 
-    def _read_handshake(self, sock: socket.socket, src) -> IpAddress | None:
-        """The connector's physical address from its handshake (read within peer_addr_read_timeout)."""
-        sock.settimeout(max(0.001, self.options.peer_addr_read_timeout_ms / 1000.0))
-        head = _read_exact(sock, _HANDSHAKE_HEAD)
-        if head[:4] != jg212.TCP_COOKIE:
-            raise WireFormatError(f"bad handshake cookie {head[:4]!r} (not a JGroups TCP peer?)", "handshake.cookie",
-                                  0)
-        version = int.from_bytes(head[4:6], "big")
-        if not jg212.is_binary_compatible(version):
-            log.warning("%s: the peer at %s:%s has version %s, ours is %s: this may cause problems",
-                        self.local_addr, src[0], src[1], version_string(version), version_string(jg212.VERSION))
-        addr_len = head[6]
-        data = head + _read_exact(sock, addr_len + (4 if addr_len == 16 else 0) + 2 + 1)
-        if data[-1]:                                          # additional data: short length + bytes
-            extra = _read_exact(sock, 2)
-            data += extra + _read_exact(sock, int.from_bytes(extra, "big"))
-        _version, peer, used = jg212.decode_tcp_handshake(data)
-        sock.settimeout(None)
-        return peer
+    def _new_wins(self, old: Connection, peer: IpAddress, verified: bool) -> bool:
+        """Whether a new connection from ``peer`` replaces the open one we have (see the class docstring)."""
+        java = peer.compare_to(self.local_addr) > 0
+        if time.monotonic() - old.created < self._race_window or verified == old.verified:
+            return java
+        return verified
 
     # ---- connections ending ----
 
@@ -507,15 +728,16 @@ class ConnectionTable:
             self.counters["connections_closed"] += 1
             if why.startswith("frame length"):
                 self.counters["bad_streams"] += 1
-                self._rl.warning(f"bad-stream-{conn.peer}", "%s: closing the connection %s: %s", self.local_addr,
-                                 conn.label, why)
+                self._rl.warning("bad-stream", "%s: closing the connection %s: %s", self.local_addr, conn.label, why)
             elif self._running:
                 log.debug("%s: connection %s ended: %s", self.local_addr, conn.label, why)
         conn.close()
 
     def retain_all(self, peers: set) -> None:
-        """Close the connections to peers not in ``peers`` (former members)."""
+        """Close the connections to peers not in ``peers`` (the members' physical addresses: former members,
+        and peers that never became members)."""
         with self._lock:
+            self._members = frozenset(peers)
             gone = [c for p, c in self.conns.items() if p not in peers]
             for c in gone:
                 del self.conns[c.peer]
@@ -531,18 +753,9 @@ class ConnectionTable:
     def stats(self) -> dict:
         conns = self.connections()
         d = dict(self.counters)
+        d["handshakes_pending"] = len(self._pending)
         d["connections"] = [c.stats() for c in conns]
         return d
-
-
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError(f"the peer closed the connection after {len(buf)} of {n} handshake bytes")
-        buf += chunk
-    return bytes(buf)
 
 
 def _close(sock: socket.socket, shutdown: bool = False) -> None:

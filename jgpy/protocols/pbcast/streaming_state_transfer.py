@@ -26,11 +26,23 @@ whole STATE_PART into the reader's buffer whatever its size, and stops accepting
 pool is full): jgpy marks the last STATE_PART of a default-transport state with ``id`` 1 (Java writes 0
 there and never reads it; an empty state is one empty STATE_PART), so a jgpy requester sees the end of the
 stream (from a Java provider it does not: the application must know where the state ends, as in Java); jgpy
-never sends a STATE_PART larger than ``socket_buffer_size``, queues connections beyond ``max_pool``, ends the
-requester's wait when a default-transport provider leaves, and reports a failed connection to the provider at
-once (Java lets getState time out). As in JGroups, in socket mode the provider's application writes the state after the digest was
-sent, while messages are being delivered: without FLUSH the two are not taken atomically (the
-default-transport mode is atomic). 2.12 has no ``port_range`` here: a busy ``bind_port`` is skipped upwards.
+never sends a STATE_PART larger than ``socket_buffer_size``, queues up to ``max_pool`` connections beyond
+``max_pool``, ends the requester's wait when a default-transport provider leaves, and reports a failed
+connection to the provider at once (Java lets getState time out).
+
+As in JGroups, in socket mode the provider's application writes the state after the digest was sent, while
+messages are being delivered: without FLUSH the two are not taken atomically (the default-transport mode is
+atomic). 2.12 has no ``port_range`` here: a busy ``bind_port`` is skipped upwards.
+
+What a stranger can do (jgpy; JGroups 2.12 answers any STATE_REQ, serves any connection to the state socket
+with no time limit, accepts any STATE_RSP and STATE_PART): a STATE_REQ is answered only when its sender is a
+member and sent it itself; the state socket serves only a connection whose object stream names a requester
+(and state id) that was answered in the last ``EXPECT_TIMEOUT`` s, once, and closes every connection at once
+while no such answer is outstanding; the object stream must arrive within ``HANDSHAKE_TIMEOUT`` s of the
+accept in all, and is read 64 KiB at a time, 1 MiB at most; connections wait for a pool thread in a queue of
+``max_pool`` at most (more are closed); ``accept()`` errors (EMFILE ...) back off and the acceptor goes on. A
+requester takes a STATE_RSP only from the member it asked while it waits, and STATE_PARTs only from that
+member.
 """
 
 from __future__ import annotations
@@ -48,23 +60,31 @@ from jgpy._core.message import Message
 from jgpy.javaser import read_state_request, state_request_bytes
 from jgpy.protocols.pbcast.state_transfer import StateTransferBase
 from jgpy.stack.events import Event, EventType, StateTransferInfo
+from jgpy.stack.logutil import RateLimitedLog
+from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, deadline_reader
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_str
 
 STATE_REQ, STATE_RSP, STATE_PART = (StreamingStateHeader.STATE_REQ, StreamingStateHeader.STATE_RSP,
                                     StreamingStateHeader.STATE_PART)
 OOB = Message.OOB
-HANDSHAKE_TIMEOUT = 60.0      # s a provider's pool thread waits for the requester's object stream
+CONNECT_TIMEOUT = 60.0        # s a requester waits for its connection to the provider (without a get_state timeout)
+HANDSHAKE_TIMEOUT = 10.0      # s the requester's object stream may take in all, from the accept on
+EXPECT_TIMEOUT = 60.0         # s an answered requester may take to connect
+MAX_EXPECTED = 64             # answered requesters remembered at most (the oldest go first)
 LAST_PART = 1                 # jgpy: StateHeader.id of the last STATE_PART of a state (Java: always 0)
 
 
 class _Pool:
-    """Threads serving state connections: at most ``max_threads`` (more requests wait), idle ones exit
-    after ``keep_alive`` s (``ThreadPoolExecutor(0, max_pool, pool_thread_keep_alive)``)."""
+    """Threads serving state connections: at most ``max_threads``, idle ones exit after ``keep_alive`` s
+    (``ThreadPoolExecutor(0, max_pool, pool_thread_keep_alive)``); up to ``max_queued`` more tasks wait for a
+    thread, beyond that submit() refuses."""
 
-    def __init__(self, name: str, max_threads: int, keep_alive: float):
+    def __init__(self, name: str, max_threads: int, keep_alive: float, max_queued: int = 0):
         self.name = name
         self.max_threads = max(1, max_threads)
         self.keep_alive = max(0.01, keep_alive)
+        self.max_queued = max(0, max_queued)
+        self._busy = 0
         self._q: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._threads: set = set()
@@ -74,8 +94,9 @@ class _Pool:
 
     def submit(self, fn, *args) -> bool:
         with self._lock:
-            if not self._running:
+            if not self._running or self._busy >= self.max_threads + self.max_queued:
                 return False
+            self._busy += 1
             self._q.put((fn, args))
             if self._q.qsize() > self._idle and len(self._threads) < self.max_threads:
                 self._n += 1
@@ -111,6 +132,9 @@ class _Pool:
                 import logging
                 logging.getLogger("jgpy.protocols.pbcast.STREAMING_STATE_TRANSFER").exception("%s: task failed",
                                                                                             self.name)
+            finally:
+                with self._lock:
+                    self._busy -= 1
 
     @property
     def size(self) -> int:
@@ -265,7 +289,8 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
                          "GLOBAL/NON_LOOPBACK; default: the transport's bind_addr); jgroups.bind_addr overrides it",
                          system_property=("jgroups.bind_addr", "bind.address"))
     bind_port = Property(to_int, 0, "port of the state server socket (0: ephemeral; a busy port is skipped upwards)")
-    max_pool = Property(to_int, 5, "max threads serving state requests")
+    max_pool = Property(to_int, 5, "max threads serving state requests (jgpy: as many connections more may wait "
+                        "for one; further ones are closed)")
     pool_thread_keep_alive = Property(to_int, 20000, "ms an idle pool thread waits for work before it exits")
     socket_buffer_size = Property(to_int, 8 * 1024, "chunk size of the state: stream buffers, SO_SNDBUF/SO_RCVBUF of "
                                   "the state socket, STATE_PART size")
@@ -295,7 +320,11 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
         self._parts_from = None                  # ... and who sends them
         self._timeout = 0                        # requester: ms of the pending get_state (0: none)
         self._deferred: list | None = None       # use_default_transport requester: messages held back
-        self.counters.update({"state_connections": 0, "state_bytes_received": 0})
+        self._expected: dict = {}                # provider: (requester, state_id) answered -> until when
+        self.handshake_timeout = HANDSHAKE_TIMEOUT
+        self._rl = RateLimitedLog(self.log)
+        self.counters.update({"state_connections": 0, "state_bytes_received": 0, "state_connections_refused": 0,
+                              "state_requests_refused": 0, "state_responses_ignored": 0, "accept_errors": 0})
 
     # ---- life cycle ----
 
@@ -306,6 +335,7 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
             acceptor, self._acceptor = self._acceptor, None
             pool, self._pool = self._pool, None
             self._srv_addr = None
+            self._expected.clear()
         if srv is not None:
             try:
                 srv.close()
@@ -365,11 +395,13 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
             try:
                 t = hdr.type
                 if t == STATE_REQ:
-                    self._handle_state_req(hdr)
+                    if self._may_request(msg, hdr):
+                        self._handle_state_req(hdr)
                 elif t == STATE_RSP:
                     self._handle_state_rsp(hdr)
                 elif t == STATE_PART:
-                    self._handle_state_part(msg, hdr.id == LAST_PART)
+                    if msg.src == self._parts_from:
+                        self._handle_state_part(msg, hdr.id == LAST_PART)
                 else:
                     self.log.error("type %s not known in StateHeader", t)
             except Exception:  # noqa: BLE001 - a failed transfer must not stop delivery
@@ -392,6 +424,38 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
         return req
 
     # ---- provider ----
+
+    def _may_request(self, msg: Message, hdr: StreamingStateHeader) -> bool:
+        """A STATE_REQ is answered when it comes from a member, sent by that member (Java answers anybody)."""
+        requester = hdr.sender
+        if requester is not None and requester in self.members and msg.src in (None, requester):
+            return True
+        self.counters["state_requests_refused"] += 1
+        self._rl.warning("state-req", "%s: refused a state request from %s (sent by %s): not a member",
+                         self.local_addr, requester, msg.src)
+        return False
+
+    def _expect(self, requester, state_id: str | None) -> None:
+        """The state socket may serve ``requester`` (for ``state_id``) once, within EXPECT_TIMEOUT."""
+        with self._srv_lock:
+            key = (requester, state_id)
+            self._expected.pop(key, None)
+            self._expected[key] = time.monotonic() + EXPECT_TIMEOUT
+            while len(self._expected) > MAX_EXPECTED:
+                del self._expected[next(iter(self._expected))]
+
+    def _expecting(self) -> bool:
+        """Whether an answered requester may still connect (expired answers are forgotten)."""
+        now = time.monotonic()
+        with self._srv_lock:
+            for key in [k for k, until in self._expected.items() if until <= now]:
+                del self._expected[key]
+            return bool(self._expected)
+
+    def _take_expected(self, requester, state_id: str | None) -> bool:
+        with self._srv_lock:
+            until = self._expected.pop((requester, state_id), None)
+        return until is not None and until > time.monotonic()
 
     def _bind_host(self) -> str:
         from jgpy.stack.netutil import resolve_bind_addr
@@ -420,7 +484,7 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
             self._host = host
             self._srv_addr = IpAddress(host, srv.getsockname()[1])
             self._pool = _Pool(f"STREAMING_STATE_TRANSFER-sender-{self.local_addr}", self.max_pool,
-                               self.pool_thread_keep_alive / 1000.0)
+                               self.pool_thread_keep_alive / 1000.0, max_queued=self.max_pool)
             self._acceptor = threading.Thread(target=self._accept_loop, args=(srv, self._pool),
                                               name=f"STREAMING_STATE_TRANSFER server socket acceptor-{self.local_addr}",
                                               daemon=True)
@@ -429,19 +493,41 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
             return self._srv_addr
 
     def _accept_loop(self, srv: socket.socket, pool: _Pool) -> None:
+        backoff = Backoff()
         while True:
             try:
                 conn, peer = srv.accept()
-            except OSError:
-                if self._srv is srv:
-                    self.log.warning("%s: the state server socket failed; no more state connections", self.local_addr)
-                return
+            except OSError as e:
+                if self._srv is not srv:
+                    return                               # stopped
+                if e.errno in ACCEPT_CONNECTION_ERRORS:
+                    continue
+                self.counters["accept_errors"] += 1
+                delay = backoff.failed()
+                self._rl.warning("accept", "%s: accept() on the state server socket failed: %s; accepting again in "
+                                 "%.0f ms", self.local_addr, e, delay * 1000)
+                time.sleep(delay)
+                continue
+            backoff.succeeded()
             self.counters["state_connections"] += 1
-            if not pool.submit(self._serve, conn, peer):
-                conn.close()
+            if not self._expecting():
+                self._refuse(conn, peer, "no state request is being answered")
+            elif not pool.submit(self._serve, conn, peer, time.monotonic() + self.handshake_timeout):
+                self._refuse(conn, peer, f"{2 * pool.max_threads} state connections are open (max_pool)")
 
-    def _serve(self, conn: socket.socket, peer) -> None:
-        """A pool thread: read the requester's object stream, then let the application write the state."""
+    def _refuse(self, conn: socket.socket, peer, why: str) -> None:
+        self.counters["state_connections_refused"] += 1
+        self._rl.warning("state-conn", "%s: closed the state connection from %s:%s: %s", self.local_addr, peer[0],
+                         peer[1], why)
+        try:
+            conn.close()
+        except OSError:
+            pass
+
+    def _serve(self, conn: socket.socket, peer, deadline: float) -> None:
+        """A pool thread: read the requester's object stream (by ``deadline``: handshake_timeout after the
+        accept, time in the queue included); if we answered that requester, let the application write the
+        state."""
         self._track(conn, True)
         out = None
         try:
@@ -449,9 +535,11 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, max(1, self.socket_buffer_size))
             except OSError:
                 pass
-            conn.settimeout(HANDSHAKE_TIMEOUT)
-            state_id, requester = read_state_request(conn.recv)
+            state_id, requester = read_state_request(deadline_reader(conn, deadline))
             conn.settimeout(None)
+            if not self._take_expected(requester, state_id):
+                self._refuse(conn, peer, f"{requester} (state_id={state_id}) was not answered")
+                return
             self.log.debug("%s: state request from %s (%s:%s), state_id=%s", self.local_addr, requester, *peer[:2],
                            state_id)
             raw = _SocketOutput(conn, self._output_closed)
@@ -459,7 +547,8 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
             self.up_prot.up(Event(EventType.STATE_TRANSFER_OUTPUTSTREAM,
                                   StateTransferInfo(requester, state_id, output_stream=out)))
         except Exception as e:  # noqa: BLE001
-            self.log.warning("%s: state writer socket thread spawned abnormaly: %s", self.local_addr, e)
+            self._rl.warning("state-writer", "%s: state writer socket thread spawned abnormaly: %s", self.local_addr,
+                             e)
         finally:
             if out is not None:
                 try:
@@ -489,6 +578,8 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
             self.down_prot.down(Event(EventType.CLOSE_BARRIER))
         try:
             srv_addr = None if self.use_default_transport else self._ensure_server()
+            if srv_addr is not None:
+                self._expect(requester, hdr.state_id)
             digest = self._provider_digest() if digest_needed else None
             rsp = Message(requester)
             rsp.put_header(self.id, StreamingStateHeader(STATE_RSP, 0, self.local_addr, digest, srv_addr, hdr.state_id))
@@ -516,6 +607,11 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
 
     def _handle_state_rsp(self, hdr: StreamingStateHeader) -> None:
         if self._on_delivery_thread(self._handle_state_rsp, hdr):
+            return
+        if not self._waiting or hdr.sender is None or hdr.sender != self._provider:
+            self.counters["state_responses_ignored"] += 1
+            self._rl.warning("state-rsp", "%s: ignored a state response from %s: %s", self.local_addr, hdr.sender,
+                             "we asked " + str(self._provider) if self._waiting else "no state request is pending")
             return
         digest_needed = self.digest_needed
         self._waiting = False
@@ -574,7 +670,7 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
                 pass
             self.log.debug("%s: connecting to state provider %s", self.local_addr, addr)
             # bounded by the get_state timeout (Java connects without one); the state is read without
-            sock.settimeout(self._timeout / 1000.0 if self._timeout > 0 else HANDSHAKE_TIMEOUT)
+            sock.settimeout(self._timeout / 1000.0 if self._timeout > 0 else CONNECT_TIMEOUT)
             sock.connect((addr.host, addr.port))
             sock.sendall(state_request_bytes(hdr.state_id, self.local_addr))
             sock.settimeout(None)
