@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import tomllib
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -161,3 +162,16 @@ def test_two_installed_chat_members_exchange_a_message(user_venv, tmp_path):
             assert b.finish(60) == 0, b.transcript
         a.expect(r"^\*\* view: \[A\|\d+\] .*\[A\]$", 60)
         assert a.finish(60) == 0, a.transcript
+
+
+def test_cibuildwheel_config_builds_cpython_310_to_313_for_x86_64_and_aarch64():
+    """The configuration a hosted CI with docker runs (cibuildwheel itself needs docker: not run here)."""
+    cibuildwheel = Path(sys.executable).parent / "cibuildwheel"
+    ids = _run([cibuildwheel, "--print-build-identifiers", "--platform", "linux"], cwd=ROOT).stdout.split()
+    assert ids == [f"cp3{v}-manylinux_{arch}" for arch in ("x86_64", "aarch64") for v in (10, 11, 12, 13)]
+    linux = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cibuildwheel"]["linux"]
+    import cibuildwheel as cibw
+    pinned = (Path(cibw.__file__).parent / "resources" / "pinned_docker_images.cfg").read_text()
+    for arch in ("x86_64", "aarch64"):
+        assert linux[f"manylinux-{arch}-image"] == "manylinux2014"          # glibc 2.17, as make wheel
+        assert f"quay.io/pypa/manylinux2014_{arch}@" in pinned
