@@ -175,6 +175,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     except JgpyError as e:
         _out(f"error: {e}")
         return 2
+    except KeyboardInterrupt:          # ^C while joining (the channel is closed on the way out)
+        return 130
 
 
 # ---------------------------------------------------------------------------------------------
