@@ -75,8 +75,8 @@ def user_venv(dist, tmp_path_factory):
 
 def test_the_wheel_keeps_to_manylinux2014(dist, figures):
     figures("sdist + wheel build (2 jobs) and auditwheel", dist.seconds, "s")
-    assert dist.wheel.name == f"jgpy-{jgpy.__version__}-cp{sys.version_info[0]}{sys.version_info[1]}-" \
-                              f"cp{sys.version_info[0]}{sys.version_info[1]}-manylinux2014_{ARCH}.manylinux_2_17_{ARCH}.whl"
+    cp = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    assert dist.wheel.name == f"jgpy-{jgpy.__version__}-{cp}-{cp}-manylinux2014_{ARCH}.manylinux_2_17_{ARCH}.whl"
     show = _run([Path(sys.executable).parent / "auditwheel", "show", dist.wheel]).stdout
     assert f'consistent with the following platform tag:\n"manylinux_2_17_{ARCH}"' in show, show
     versions = _glibc_versions(show)
