@@ -41,9 +41,9 @@ class ChatPrinter(Receiver):
         self.out = out
         self._lock = threading.Lock()
 
-    def say(self, line: str) -> None:
+    def say(self, line: str, end: str = "\n") -> None:
         with self._lock:
-            self.out.write(line + "\n")
+            self.out.write(line + end)
             self.out.flush()
 
     def receive(self, msg) -> None:
@@ -67,8 +67,7 @@ def run_chat(config: str, cluster: str = DEFAULT_CLUSTER, name: str | None = Non
         printer.say(f"** joined {cluster} as {ch.address}; type lines to send them, 'quit' to leave")
         while True:
             if prompt:
-                printer.out.write("> ")
-                printer.out.flush()
+                printer.say("> ", end="")
             try:
                 line = inp.readline()
             except KeyboardInterrupt:
