@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # two pytest workers (pytest-xdist), each test file on one of them: most tests wait on timers and peers
 TEST_WORKERS ?= 2
 
-.PHONY: all demo test bench soak wheel build deps java-peer interop clean distclean
+.PHONY: all demo test bench soak wheel sdist build deps java-peer interop clean distclean
 
 all: build
 
@@ -24,8 +24,18 @@ $(VENV)/.deps: requirements-dev.txt | $(VPY)
 
 deps: $(VENV)/.deps
 
-# compile the Cython core in place (cythonize only rebuilds what changed)
-build: deps
+# jgpy installed into the checkout's own venv (editable: this tree, built in place), so `.venv/bin/python
+# my_script.py` imports it from any directory; a venv given from outside (VENV=...) is left as it is
+ifeq ($(abspath $(VENV)),$(CURDIR)/.venv)
+EDITABLE := $(VENV)/.editable
+endif
+
+$(VENV)/.editable: setup.py pyproject.toml | $(VENV)/.deps
+	$(VPY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+# compile the Cython core in place (cythonize and the compiler only redo what changed)
+build: deps $(EDITABLE)
 	$(VPY) setup.py -q build_ext --inplace
 
 # the Java peer: a JDK and Debian's JGroups 2.12.2 jar (installed when missing and we are root)
@@ -69,11 +79,17 @@ SOAK_MEMBERS ?= J,J,p,p
 soak: build interop
 	$(VPY) benchmarks/soak.py --minutes $(SOAK_MINUTES) --members $(SOAK_MEMBERS)
 
+# the sdist and manylinux2014 wheels (glibc 2.17: Zig's clang as the compiler, checked by auditwheel) built from
+# it, in wheelhouse/; WHEEL_ARCHS="x86_64 aarch64" cross-builds the aarch64 wheel too; the build runs in an
+# isolated environment with the sdist's declared build dependencies (WHEEL_FLAGS=--no-isolation: this venv's)
+WHEEL_ARCHS ?= $(shell uname -m)
+WHEEL_FLAGS ?=
 wheel: deps
-	rm -rf build/wheel-tmp && mkdir -p build/wheel-tmp wheelhouse
-	$(VPY) -m pip wheel --no-deps --no-build-isolation -w build/wheel-tmp .
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair --strip -w wheelhouse build/wheel-tmp/jgpy-*.whl
+	$(VPY) scripts/build_wheel.py --out wheelhouse $(addprefix --arch ,$(WHEEL_ARCHS)) $(WHEEL_FLAGS)
 	@ls -1 wheelhouse/
+
+sdist: deps
+	$(VPY) -m build --sdist -o wheelhouse $(filter --no-isolation,$(WHEEL_FLAGS)) .
 
 clean:
 	rm -rf build dist wheelhouse interop/build .pytest_cache .benchmarks

@@ -7,6 +7,9 @@ Commands:
   perf      throughput of jgpy and Java members on loopback, side by side
   demo      the main job: a mixed Python/Java cluster on loopback
   check     check a run's delivery journals (PySpark): reliability, FIFO, views, latency
+  chat      an interactive member: lines in, lines out, views shown (talks with Java's Chat)
+
+``python -m jgpy --version`` prints the version.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 from pathlib import Path
 
 import jgpy
-from jgpy.errors import WireFormatError
+from jgpy.errors import JgpyError, WireFormatError
 
 
 def _out(line: str = "") -> None:
@@ -157,11 +160,32 @@ def cmd_check(args: argparse.Namespace) -> int:
     return check_main(args)
 
 
+def cmd_chat(args: argparse.Namespace) -> int:
+    from jgpy.chat import parse_props, run_chat
+
+    try:
+        props = parse_props(args.D)
+    except ValueError as e:
+        _out(f"error: {e}")
+        return 2
+    if not args.verbose:        # the notes on Java settings without effect in jgpy are not for a chat
+        logging.getLogger("jgpy.config").setLevel(logging.ERROR)
+    try:
+        return run_chat(args.config, args.cluster, args.name, props)
+    except JgpyError as e:
+        _out(f"error: {e}")
+        return 2
+    except KeyboardInterrupt:          # ^C while joining (the channel is closed on the way out)
+        return 130
+
+
 # ---------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m jgpy", description="jgpy: JGroups 2.12.2-compatible tools")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("--version", action="version",
+                   version=f"jgpy {jgpy.__version__} (JGroups 2.12.2.Final wire format)")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("version", help="versions and dialect")
@@ -201,6 +225,15 @@ def build_parser() -> argparse.ArgumentParser:
     from jgpy.analysis.cli import add_arguments as add_check_arguments
     add_check_arguments(s)
     s.set_defaults(func=cmd_check)
+
+    s = sub.add_parser("chat", help="an interactive member: lines in, lines out (talks with Java's Chat demo)")
+    s.add_argument("-c", "--config", "-props", default="udp.xml",
+                   help="JGroups XML stack config: a file, or a name in the Java jar / jgpy's own (udp.xml)")
+    s.add_argument("--cluster", default="ChatCluster", help="cluster name (ChatCluster, as Java's Chat)")
+    s.add_argument("-n", "--name", help="this member's logical name (default: host-NNNNN)")
+    s.add_argument("-D", action="append", metavar="NAME=VALUE",
+                   help="a system property for the config, as java -D (e.g. -Djgroups.bind_addr=127.0.0.1)")
+    s.set_defaults(func=cmd_chat)
     return p
 
 

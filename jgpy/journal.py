@@ -45,7 +45,12 @@ import weakref
 from pathlib import Path
 from typing import Any, Iterable
 
-import pyarrow as pa
+try:
+    import numpy  # noqa: F401  (the row buffer's chunks are NumPy arrays)
+    import pyarrow as pa
+except ModuleNotFoundError as e:        # only journals need it: it is in the extras, not a dependency of jgpy
+    raise ModuleNotFoundError(f"delivery journals need pyarrow and numpy ({e}): pip install 'jgpy[journal]'",
+                              name=e.name) from None
 
 log = logging.getLogger("jgpy.journal")
 

@@ -28,6 +28,25 @@ def test_version(capsys):
     assert "jgroups-2.12" in capsys.readouterr().out
 
 
+def test_version_option(capsys):
+    import jgpy
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"jgpy {jgpy.__version__} (JGroups 2.12.2.Final wire format)\n"
+
+
+def test_check_without_the_analysis_extra_names_it(tmp_path, capsys, monkeypatch):
+    """(The installed wheel without extras shows the real case: tests/test_wheel.py.)"""
+    import importlib.util
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("pyspark", "numpy") else find_spec(name, *a))
+    assert main(["check", str(tmp_path)]) == 2
+    assert capsys.readouterr().out == ("error: python -m jgpy check needs the analysis extra (missing: pyspark, "
+                                       "numpy): pip install 'jgpy[analysis]'\n")
+
+
 def test_decode_hex(capsys):
     assert main(["decode", EX7.hex()]) == 0
     out = capsys.readouterr().out

@@ -1,7 +1,10 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True
 """The delivery journal's hot path (``jgpy.journal``): a message becomes a 40-byte row (CLOCK_MONOTONIC timestamp,
 names as indices, the id parsed from a numbered payload, CRC-32C) in C, stored in place in a NumPy chunk that the
-writer saves as it is. Only the GIL protects a buffer (nothing here releases it), so any thread may record."""
+writer saves as it is. Only the GIL protects a buffer (nothing here releases it), so any thread may record.
+
+NumPy is imported when the first buffer is made (or :data:`ROW_DTYPE` is asked for), not with the module: the send
+path cimports this module, and a channel without a journal must not need NumPy (it is not a dependency of jgpy)."""
 
 from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
@@ -9,8 +12,6 @@ from cpython.unicode cimport PyUnicode_DecodeLatin1, PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memcmp, memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
-
-import numpy as np
 
 from jgpy._core.message cimport Message
 
@@ -43,9 +44,15 @@ cdef extern from *:
     }
     #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     #include <cpuid.h>
+    /* newer clang (Zig's, for the manylinux wheels) keeps the CRC32 instruction apart from SSE4.2 */
+    #if defined(__clang__) && __clang_major__ >= 14
+    #define JGPY_CRC_TARGET __attribute__((target("sse4.2,crc32")))
+    #else
+    #define JGPY_CRC_TARGET __attribute__((target("sse4.2")))
+    #endif
     /* three lanes of len bytes each in parallel (the instruction's latency is three times its throughput),
        joined by shifting the first two over the zeros of the lanes that follow them */
-    __attribute__((target("sse4.2")))
+    JGPY_CRC_TARGET
     static inline uint64_t jgpy_crc_lanes(uint64_t c0, const uint8_t* p, int i) {
         size_t len = JGPY_LANE[i];
         uint64_t c1 = 0, c2 = 0, v0, v1, v2;
@@ -58,7 +65,7 @@ cdef extern from *:
         c0 = jgpy_crc_shift(i, (uint32_t)c0) ^ c1;
         return jgpy_crc_shift(i, (uint32_t)c0) ^ c2;
     }
-    __attribute__((target("sse4.2")))
+    JGPY_CRC_TARGET
     static uint32_t jgpy_crc32c_hw(const uint8_t* p, size_t n) {
         uint64_t c = 0xFFFFFFFFu;
         for (int i = 0; i < 2; i++)
@@ -220,22 +227,40 @@ cdef int _parse_id(const uint8_t* p, Py_ssize_t n, Py_ssize_t* name_len, int64_t
 
 # ---- the row buffer ----
 
-#: the NumPy dtype of :c:type:`_Row` (a raw part stores the rows in this layout, little-endian)
-ROW_DTYPE = np.dtype({"names": ["ts", "seq", "hash", "view", "sender", "dest", "size", "flags", "kind", "seq_ok"],
-                      "formats": ["<i8", "<i8", "<u4", "<i4", "<i4", "<i4", "<i4", "<u2", "i1", "u1"],
-                      "offsets": [0, 8, 16, 20, 24, 28, 32, 36, 38, 39], "itemsize": 40})
+cdef object np = None              # numpy, once imported by _numpy()
+cdef object _ROW_DTYPE = None
 
 
-cdef _check_layout():
+cdef object _numpy():
+    """NumPy, imported on first use, with the row dtype made and checked against :c:type:`_Row`."""
+    global np, _ROW_DTYPE
+    if np is None:
+        import numpy
+        dtype = numpy.dtype({"names": ["ts", "seq", "hash", "view", "sender", "dest", "size", "flags", "kind",
+                                       "seq_ok"],
+                             "formats": ["<i8", "<i8", "<u4", "<i4", "<i4", "<i4", "<i4", "<u2", "i1", "u1"],
+                             "offsets": [0, 8, 16, 20, 24, 28, 32, 36, 38, 39], "itemsize": 40})
+        _check_layout(dtype)
+        _ROW_DTYPE = dtype
+        np = numpy
+    return np
+
+
+cdef _check_layout(dtype):
     cdef _Row r
     cdef char* b = <char*>&r
     offsets = [<char*>&r.ts - b, <char*>&r.seq - b, <char*>&r.hash - b, <char*>&r.view - b, <char*>&r.sender - b,
                <char*>&r.dest - b, <char*>&r.size - b, <char*>&r.flags - b, <char*>&r.kind - b, <char*>&r.seq_ok - b]
-    if sizeof(_Row) != ROW_DTYPE.itemsize or offsets != [ROW_DTYPE.fields[f][1] for f in ROW_DTYPE.names]:
+    if sizeof(_Row) != dtype.itemsize or offsets != [dtype.fields[f][1] for f in dtype.names]:
         raise ImportError(f"journalbuf: the row layout {offsets} / {sizeof(_Row)} bytes does not match ROW_DTYPE")
 
 
-_check_layout()
+def __getattr__(name):
+    # ROW_DTYPE, the NumPy dtype of _Row (a raw part stores the rows in this layout, little-endian), made on first use
+    if name == "ROW_DTYPE":
+        _numpy()
+        return _ROW_DTYPE
+    raise AttributeError(f"module 'jgpy._core.journalbuf' has no attribute {name!r}")
 
 
 cdef class _Chunk:
@@ -275,7 +300,7 @@ cdef class RowBuffer:
         self._cur = self._new_chunk()
 
     cdef _Chunk _new_chunk(self):
-        arr = self._spares.pop() if self._spares else np.empty(self.chunk_rows, ROW_DTYPE)
+        arr = self._spares.pop() if self._spares else _numpy().empty(self.chunk_rows, _ROW_DTYPE)
         return _Chunk(arr)
 
     cdef int _make_room(self) except -1:
@@ -441,6 +466,6 @@ cdef class RowBuffer:
     def give_back(self, rows) -> None:
         """A written array from :meth:`take` may be recorded into again (up to two are kept)."""
         base = rows.base if rows.base is not None else rows
-        if len(self._spares) < 2 and isinstance(base, np.ndarray) and base.dtype == ROW_DTYPE \
+        if len(self._spares) < 2 and isinstance(base, np.ndarray) and base.dtype == _ROW_DTYPE \
                 and len(base) == self.chunk_rows:
             self._spares.append(base)

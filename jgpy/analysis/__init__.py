@@ -16,13 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jgpy.analysis.checks import Finding, Options
-from jgpy.analysis.load import Run, discover
-from jgpy.journal import JournalError
-
 log = logging.getLogger("jgpy.analysis")
 
 __all__ = ["CheckError", "CheckResult", "Finding", "JournalError", "Options", "check_run"]
+
+
+def __getattr__(name: str):
+    # the checker's modules need the analysis extra (pyarrow, PySpark): imported on first use, so that importing
+    # jgpy.analysis.cli (python -m jgpy builds its parser from it) does not need the extra
+    if name in ("Finding", "Options"):
+        from jgpy.analysis import checks
+        return getattr(checks, name)
+    if name == "JournalError":
+        from jgpy.journal import JournalError
+        return JournalError
+    raise AttributeError(f"module 'jgpy.analysis' has no attribute {name!r}")
 
 
 class CheckError(Exception):
@@ -70,8 +78,11 @@ def check_run(run_dir: str | Path, master: str | None = None, *, out_dir: str | 
     Raises :class:`JournalError` for bad input (naming the file) and :class:`CheckError` if Spark fails.
     ``spark``: an existing SparkSession to use (else one is created for ``master``, default ``local[*]``).
     """
+    from jgpy.analysis.load import discover
+    from jgpy.journal import JournalError
+
     t0 = time.perf_counter()
-    run: Run = discover(run_dir)
+    run = discover(run_dir)
     if spark is None:
         from jgpy.analysis.spark import get_session, spark_available
         why = spark_available()

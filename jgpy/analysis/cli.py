@@ -1,12 +1,14 @@
 """``python -m jgpy check RUN_DIR [--master URL]``: check a run's delivery journals, print the verdict.
 
-Exit status: 0 the guarantees hold (warnings allowed), 1 errors were found, 2 bad input or the check failed
-(the message names the file or says what Spark could not do; no Java stack traces).
+Exit status: 0 the guarantees hold (warnings allowed), 1 errors were found, 2 bad input, the ``analysis`` extra is
+missing or the check failed (the message names the file, the extra to install or what Spark could not do; no Java
+stack traces).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 
@@ -27,16 +29,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Spark driver memory (local mode: all of Spark's memory; default 4g)")
 
 
+#: what the checker imports (the ``analysis`` extra; of the rest of it, matplotlib draws the plots, pandas serves
+#: PySpark)
+REQUIRED_MODULES = ("pyspark", "pyarrow", "numpy")
+
+
+def missing_extra() -> str | None:
+    """None if the ``analysis`` extra is installed, else the message that says which modules miss and the fix."""
+    missing = [m for m in REQUIRED_MODULES if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    return (f"python -m jgpy check needs the analysis extra (missing: {', '.join(missing)}): "
+            f"pip install 'jgpy[analysis]'")
+
+
 def _tri(v: str) -> bool | None:
     return None if v == "auto" else v == "on"
 
 
 def main(args: argparse.Namespace) -> int:
-    from jgpy.analysis import CheckError, JournalError, Options, check_run
-    from jgpy.analysis.load import discover
-
     def out(line: str = "") -> None:
         print(line, flush=True)
+
+    why = missing_extra()
+    if why:
+        out(f"error: {why}")
+        return 2
+    from jgpy.analysis import CheckError, JournalError, Options, check_run
+    from jgpy.analysis.load import discover
 
     try:
         from jgpy.analysis.spark import get_session, spark_available, stop_session
