@@ -112,7 +112,9 @@ def _env(native: bool) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(paths + [str(ROOT)])
     if native:
         env["LD_PRELOAD"] = str(asan_runtime())
-        env["ASAN_OPTIONS"] = "detect_leaks=0:handle_abort=1"
+        # no symbolizing of the native stack of a finding: it can outlast libFuzzer's alarm, which then kills the
+        # process before it saves the input (the Python traceback says where it happened)
+        env["ASAN_OPTIONS"] = "detect_leaks=0:handle_abort=1:symbolize=0"
         env["PYTHONMALLOC"] = "malloc"          # every Python object in ASan's heap: overflows are seen
     return env
 

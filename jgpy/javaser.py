@@ -318,6 +318,8 @@ class ObjectInput:
         while True:
             tc = self._u1()
             if tc == TC_RESET:
+                if self._depth:           # as Java's handleReset: only between top-level objects
+                    raise JavaSerializationError(f"unexpected reset at nesting depth {self._depth}")
                 self._handles.clear()
                 continue
             return self._content(tc)

@@ -345,6 +345,21 @@ def test_java_stream_lengths_are_checked_before_reading():
         tracemalloc.stop()
 
 
+def test_java_stream_reset_only_between_objects():
+    """TC_RESET clears the handle table: inside an object (found by the fuzzer: an enum whose name follows a reset)
+    it is an error, as in Java's ObjectInputStream, not an IndexError."""
+    from jgpy.javaser import JavaSerializationError, ObjectInput
+
+    head = b"\xac\xed\x00\x05"
+    with pytest.raises(JavaSerializationError, match="unexpected reset"):
+        ObjectInput.from_bytes(head + b"\x7e\x70\x79\x70").read_object()
+    arr = b"\x75" + _array_desc("[Ljava.lang.Object;") + struct.pack(">i", 1)
+    with pytest.raises(JavaSerializationError, match="unexpected reset"):
+        ObjectInput.from_bytes(head + arr + b"\x79\x70").read_object()
+    inp = ObjectInput.from_bytes(head + b"\x74" + _jutf("a") + b"\x79\x79\x74" + _jutf("b") + b"\x71\x00\x7e\x00\x00")
+    assert [inp.read_object() for _ in range(3)] == ["a", "b", "b"]       # after a reset, handles start again
+
+
 def test_state_request_reader_stops_at_its_byte_budget():
     """A stranger that never stops sending (TC_RESET forever) is cut off after max_bytes."""
     from jgpy.javaser import JavaSerializationError, read_state_request
