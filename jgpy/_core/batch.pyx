@@ -183,14 +183,12 @@ cdef class TransportReceive:
     cdef public object bad_datagram
     cdef public object dropped
     cdef public object up_failed
-    cdef list _rejected                   # the dialect's errors of the messages it dropped alone (reused)
 
     def __init__(self, owner, bad_datagram, dropped, up_failed):
         self.owner = owner
         self.bad_datagram = bad_datagram
         self.dropped = dropped
         self.up_failed = up_failed
-        self._rejected = []
 
     def receive_unicasts(self, list datagrams, sources) -> None:
         """The unicast socket's loop handler."""
@@ -207,7 +205,8 @@ cdef class TransportReceive:
         cdef Py_ssize_t skipped = 0
         cdef bytes own = None
         cdef list msgs = []
-        cdef list rejected = self._rejected
+        cdef list rejected = []               # the errors of the messages the dialect dropped alone (one call's:
+                                              # several threads receive through this object)
         cdef bint check
         self.datagrams_received += n
         if tp._tp_header is None:
