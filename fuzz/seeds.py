@@ -164,9 +164,11 @@ def java_streams() -> list[bytes]:
         bytes(300) + b"\x78"
     streams = [state_request_bytes(None, None), state_request_bytes("state-1", A),
                state_request_bytes("h\u00e9llo\x00\U0001F600" * 20, UUID(-1, -2))]
-    streams += [head + body for body in (serializable, enum, int_array, obj_array, proxy, long_block,
-                                         b"\x79\x74" + _utf("after reset"), b"\x76" + _class_desc("java.lang.Thread", 0x02, []),
-                                         b"\x7c" + struct.pack(">q", 3) + b"abc")]
+    reset = b"\x74" + _utf("before reset") + b"\x79\x74" + _utf("after reset")
+    a_class = b"\x76" + _class_desc("java.lang.Thread", 0x02, [])
+    long_string = b"\x7c" + struct.pack(">q", 3) + b"abc"
+    streams += [head + body for body in (serializable, enum, int_array, obj_array, proxy, long_block, reset, a_class,
+                                         long_string)]
     return streams
 
 
