@@ -10,7 +10,14 @@ PYTEST_ARGS ?=
 # two pytest workers (pytest-xdist), each test file on one of them: most tests wait on timers and peers
 TEST_WORKERS ?= 2
 
-.PHONY: all demo test bench soak wheel sdist build deps java-peer interop clean distclean
+# `make fuzz`: FUZZ_RUNS inputs in all over FUZZ_JOBS processes against every decode entry point, with the
+# Cython core compiled by clang (libFuzzer coverage of the generated C, AddressSanitizer); findings go to
+# tests/fuzz_regressions/ (see fuzz/campaign.py). `make test` runs a short campaign (tests/test_fuzz.py).
+FUZZ_RUNS ?= 10000000
+FUZZ_JOBS ?= 2
+ATHERIS_VERSION ?= 3.0.0
+
+.PHONY: all demo test bench soak wheel sdist build deps java-peer interop clean distclean fuzz fuzz-deps
 
 all: build
 
@@ -63,6 +70,27 @@ test: build interop
 
 demo: build interop
 	$(VPY) -m jgpy demo
+
+# clang with its libFuzzer/ASan runtimes (apt, as root), and atheris built from source by that clang: only such a
+# build has asan_with_fuzzer.so, the ASan runtime with libFuzzer in it that instrumented extensions need
+fuzz-deps: deps
+	@if ! command -v clang >/dev/null 2>&1 || ! ls "$$(clang -print-resource-dir)"/lib/linux/libclang_rt.fuzzer_no_main-*.a >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing clang and its libFuzzer/ASan runtimes: clang libclang-rt-dev"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-dev >/dev/null; \
+	  else \
+	    echo "make fuzz needs clang with libclang-rt (sudo apt-get install -y clang libclang-rt-dev)" >&2; exit 1; \
+	  fi; \
+	fi
+	@if ! $(VPY) -c "import atheris, os, sys; sys.exit(not os.path.exists(os.path.join(atheris.path(), 'asan_with_fuzzer.so')))" 2>/dev/null; then \
+	  echo "building atheris $(ATHERIS_VERSION) from source with clang (a few minutes)"; \
+	  CLANG_BIN="$$(command -v clang)" CC=clang CXX=clang++ $(VPY) -m pip install -q --force-reinstall --no-deps \
+	    --no-binary atheris "atheris==$(ATHERIS_VERSION)"; \
+	fi
+
+fuzz: fuzz-deps build
+	$(VPY) -m fuzz.campaign build
+	$(VPY) -m fuzz.campaign run --native --runs $(FUZZ_RUNS) --jobs $(FUZZ_JOBS)
 
 # the raw loopback limit (sendmmsg/recvmmsg in C), the yardstick of the end-to-end benchmarks
 build/rawlimit: benchmarks/rawlimit.c

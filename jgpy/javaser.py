@@ -23,6 +23,13 @@ Every object and class descriptor takes the next handle (from 0x7E0000); a repea
 produces for strings, enums, arrays, class objects, ``Externalizable`` objects (block data, kept raw) and
 ``Serializable`` objects (field values; ``writeObject`` extras are read and dropped). The byte layout was
 checked against the live JVM (``tests/test_state_transfer.py``).
+
+The reader takes bytes from a stranger (the state socket accepts any connection), so it is bounded: it reads
+at most ``max_bytes`` in all (a length or count that the bytes left cannot hold fails before anything is read
+or allocated for it), asks the socket for at most :data:`READ_CHUNK` bytes at a time, and objects, arrays and
+class descriptors (including super class chains) nest at most :data:`MAX_DEPTH` deep. Java's
+``ObjectInputStream`` bounds none of these unless a serial filter says so; what it rejects (negative lengths,
+bad type codes) fails here too, as a :class:`JavaSerializationError`.
 """
 
 from __future__ import annotations
@@ -63,6 +70,14 @@ SC_ENUM = 0x10
 
 UUID_CLASS = "org.jgroups.util.UUID"
 UUID_SERIAL_VERSION_UID = 3972962439975931228
+
+#: how deep objects, arrays and class descriptors may nest (a state request is a String and an address: 3)
+MAX_DEPTH = 64
+#: what an ObjectInput over a socket reads at most in all, unless told otherwise (a state request: a state id
+#: and an address, a few hundred bytes; Java's own object streams write strings up to 64 KB in one piece)
+DEFAULT_MAX_BYTES = 1 << 20
+#: the most an ObjectInput asks its ``read`` function for at once
+READ_CHUNK = 64 * 1024
 
 
 class JavaSerializationError(ValueError):
@@ -216,11 +231,13 @@ _PRIM = {"B": (">b", 1), "C": (">H", 2), "D": (">d", 8), "F": (">f", 4), "I": ("
 
 
 class ObjectInput:
-    """An ``ObjectInputStream`` over ``read(n)`` (a function returning up to n bytes, b"" at EOF). The
-    stream header is read by the constructor, as Java's does."""
+    """An ``ObjectInputStream`` over ``read(n)`` (a function returning up to n bytes, b"" at EOF) that reads at
+    most ``max_bytes`` in all. The stream header is read by the constructor, as Java's does."""
 
-    def __init__(self, read: Callable[[int], bytes]):
+    def __init__(self, read: Callable[[int], bytes], max_bytes: int = DEFAULT_MAX_BYTES):
         self._read = read
+        self._left = max_bytes            # bytes we may still read
+        self._depth = 0
         self._handles: list = []
         header = self._exact(4)
         if header != STREAM_HEADER:
@@ -228,6 +245,7 @@ class ObjectInput:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "ObjectInput":
+        """An ObjectInput over ``data``: every length and count is checked against the bytes ``data`` has left."""
         mv = memoryview(bytes(data))
         pos = [0]
 
@@ -235,20 +253,43 @@ class ObjectInput:
             chunk = mv[pos[0]:pos[0] + n].tobytes()
             pos[0] += len(chunk)
             return chunk
-        obj = cls(read)
+        obj = cls(read, len(mv))
         obj._consumed = lambda: pos[0]      # type: ignore[attr-defined]
         return obj
 
+    @property
+    def remaining(self) -> int:
+        """How many more bytes this stream may read (``from_bytes``: the bytes not read yet)."""
+        return self._left
+
+    def _check(self, n: int, what: str) -> int:
+        """``n`` (a length read from the stream), if the stream may still hold that many bytes."""
+        if n < 0:
+            raise JavaSerializationError(f"negative {what} {n}")
+        if n > self._left:
+            raise JavaSerializationError(f"{what} {n} is more than the {self._left} bytes the stream may still hold")
+        return n
+
     def _exact(self, n: int) -> bytes:
+        self._check(n, "length")
         parts = []
         left = n
         while left > 0:
-            chunk = self._read(left)
+            chunk = self._read(min(left, READ_CHUNK))
             if not chunk:
                 raise JavaSerializationError(f"end of stream: {left} of {n} bytes missing")
+            if len(chunk) > left:
+                raise JavaSerializationError(f"the stream returned {len(chunk)} bytes for {left} asked")
             parts.append(chunk)
             left -= len(chunk)
+        self._left -= n
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _enter(self) -> None:
+        """One more level of nesting (an object, array or class descriptor inside another)."""
+        if self._depth >= MAX_DEPTH:
+            raise JavaSerializationError(f"objects nested more than {MAX_DEPTH} deep")
+        self._depth += 1
 
     def _u1(self) -> int:
         return self._exact(1)[0]
@@ -277,11 +318,20 @@ class ObjectInput:
         while True:
             tc = self._u1()
             if tc == TC_RESET:
+                if self._depth:           # as Java's handleReset: only between top-level objects
+                    raise JavaSerializationError(f"unexpected reset at nesting depth {self._depth}")
                 self._handles.clear()
                 continue
             return self._content(tc)
 
     def _content(self, tc: int) -> Any:
+        self._enter()
+        try:
+            return self._content_body(tc)
+        finally:
+            self._depth -= 1
+
+    def _content_body(self, tc: int) -> Any:
         if tc == TC_NULL:
             return None
         if tc == TC_REFERENCE:
@@ -291,7 +341,7 @@ class ObjectInput:
             self._new_handle(s)
             return s
         if tc == TC_LONGSTRING:
-            s = decode_modified_utf8(self._exact(self._unpack(">q", 8)))
+            s = decode_modified_utf8(self._exact(self._check(self._unpack(">q", 8), "string length")))
             self._new_handle(s)
             return s
         if tc in (TC_CLASSDESC, TC_PROXYCLASSDESC):
@@ -333,17 +383,28 @@ class ObjectInput:
         raise JavaSerializationError(f"invalid class descriptor type code {tc:#04x}")
 
     def _class_desc_body(self, tc: int) -> ClassDesc:
+        self._enter()           # a class descriptor nests its super class's
+        try:
+            return self._class_desc_fields(tc)
+        finally:
+            self._depth -= 1
+
+    def _class_desc_fields(self, tc: int) -> ClassDesc:
         if tc == TC_PROXYCLASSDESC:
             desc = ClassDesc("<proxy>", 0, SC_SERIALIZABLE)
             self._new_handle(desc)
-            desc.proxy_interfaces = [self._utf() for _ in range(self._unpack(">i", 4))]
+            count = self._unpack(">i", 4)
+            self._check(2 * count, "interface count (2 bytes each at least)")
+            desc.proxy_interfaces = [self._utf() for _ in range(count)]
         else:
             name = self._utf()
             desc = ClassDesc(name, 0, 0)
             self._new_handle(desc)
             desc.suid = self._unpack(">q", 8)
             desc.flags = self._u1()
-            for _ in range(self._unpack(">H", 2)):
+            count = self._unpack(">H", 2)
+            self._check(3 * count, "field count (3 bytes each at least)")
+            for _ in range(count):
                 code = chr(self._u1())
                 fname = self._utf()
                 cname = None
@@ -369,7 +430,7 @@ class ObjectInput:
             if tc == TC_BLOCKDATA:
                 chunk = self._exact(self._u1())
             elif tc == TC_BLOCKDATALONG:
-                chunk = self._exact(self._unpack(">i", 4))
+                chunk = self._exact(self._check(self._unpack(">i", 4), "block data length"))
             else:
                 self._content(tc)                 # an object inside the annotations: read and drop
                 continue
@@ -379,7 +440,7 @@ class ObjectInput:
     def _array(self) -> JavaArray:
         desc = self._class_desc()
         h = self._new_handle()
-        n = self._unpack(">i", 4)
+        n = self._check(self._unpack(">i", 4), "array length")   # every element takes a byte at least
         comp = desc.name[1:2] if desc else "L"
         if comp in _PRIM:
             fmt, size = _PRIM[comp]
@@ -440,11 +501,11 @@ def _to_address(obj: JavaObject) -> Any:
     return obj
 
 
-def read_state_request(read: Callable[[int], bytes]) -> tuple[str | None, Any]:
+def read_state_request(read: Callable[[int], bytes], max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str | None, Any]:
     """``(state_id, requester address)`` from a STREAMING_STATE_TRANSFER state socket, as the provider's
     ``ObjectInputStream`` reads them; the address is a jgpy UUID for JGroups UUIDs, else a
-    :class:`JavaObject`."""
-    inp = ObjectInput(read)
+    :class:`JavaObject`. At most ``max_bytes`` are read."""
+    inp = ObjectInput(read, max_bytes)
     state_id = inp.read_object()
     if state_id is not None and not isinstance(state_id, str):
         raise JavaSerializationError(f"the state id is a {type(state_id).__name__}, not a String")

@@ -166,15 +166,20 @@ cdef class TransportReceive:
     """``TP.receive_datagrams`` in C: the datagrams one socket read in a batch are decoded into messages,
     the transport's checks run (:func:`filter_transport`) and what is kept goes up as one batch.
 
-    The common path's two counters live here (``datagrams_received``, ``msgs_received``); the rare drops are
-    reported to the protocol, which counts and logs them: ``bad_datagram(kind, data, source, error)`` with
-    kind "version" or "malformed", ``dropped(kind, count)`` for "own_bundles", "no_tp_header",
-    "other_cluster" and "own_mcast", and ``up_failed(count, error)`` when the layer above raised."""
+    The common path's two counters live here (``datagrams_received``, ``msgs_received``), and so does that of
+    the messages the dialect dropped alone, as malformed, from datagrams it decoded otherwise
+    (``dropped_malformed_msgs``: a header under a protocol id that does not carry its class; the rest of the
+    datagram and of the batch go up). The other drops are reported to the protocol, which counts and logs
+    them: ``bad_datagram(kind, data, source, error)`` with kind "version" or "malformed" (the whole datagram)
+    or "malformed_msgs" (its first dropped message's error), ``dropped(kind, count)`` for "own_bundles",
+    "no_tp_header", "other_cluster" and "own_mcast", and ``up_failed(count, error)`` when the layer above
+    raised."""
 
     cdef public object owner              # the TP protocol: its header, cluster, dialect, up_prot
     cdef public object local_addr         # ours (set by the protocol with SET_LOCAL_ADDRESS)
     cdef public int64_t datagrams_received
     cdef public int64_t msgs_received
+    cdef public int64_t dropped_malformed_msgs
     cdef public object bad_datagram
     cdef public object dropped
     cdef public object up_failed
@@ -200,6 +205,8 @@ cdef class TransportReceive:
         cdef Py_ssize_t skipped = 0
         cdef bytes own = None
         cdef list msgs = []
+        cdef list rejected = []               # the errors of the messages the dialect dropped alone (one call's:
+                                              # several threads receive through this object)
         cdef bint check
         self.datagrams_received += n
         if tp._tp_header is None:
@@ -214,11 +221,16 @@ cdef class TransportReceive:
                 skipped += 1                  # our own bundle back from the kernel: its messages went up
                 continue                      # through loopback already
             try:
-                decode(data, msgs, check)
+                decode(data, msgs, check, rejected)
             except IncompatibleVersionError as e:
                 self.bad_datagram("version", data, _source(sources, i), e)
             except WireFormatError as e:
                 self.bad_datagram("malformed", data, _source(sources, i), e)
+            if PyList_GET_SIZE(rejected):
+                self.dropped_malformed_msgs += PyList_GET_SIZE(rejected)
+                error = rejected[0]
+                del rejected[:]
+                self.bad_datagram("malformed_msgs", data, _source(sources, i), error)
         if skipped:
             self.dropped("own_bundles", skipped)
         if not msgs:

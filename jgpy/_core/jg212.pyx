@@ -9,12 +9,16 @@ later JGroups) would be a sibling module with the same interface; protocol code 
 
 Decoding mirrors Java's ``readFrom`` methods, including what they reject (a digest entry with
 low > highest_delivered, an IpAddress of length 0, a negative count): a :class:`WireFormatError`
-names the field and offset. Nothing is allocated from a length before checking it fits.
+names the field and offset. Nothing is allocated from a length or count before checking that the bytes
+left can hold it, and the one nesting on the wire (MergeView subgroups) is bounded by
+:data:`MAX_VIEW_DEPTH`. Where jgpy is stricter than Java on purpose (that bound, a header filed under a
+protocol id that does not use its class: see :data:`HEADER_MAGICS`), the code says so.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_SIZE
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
+from libc.string cimport memset
 
 from jgpy._core.wire cimport Reader, Writer, new_wire_error, mutf8_decode
 from jgpy._core.address cimport (Address, UUID, PayloadUUID, AdditionalDataUUID, TopologyUUID, IpAddress,
@@ -114,6 +118,46 @@ cdef int MAGIC_PAYLOAD_UUID = 82
 cdef int MAGIC_ADDITIONAL_DATA_UUID = 83
 cdef int MAGIC_TOPOLOGY_UUID = 84
 
+#: The header class(es) each 2.12 protocol puts under its own id (``msg.putHeader(this.id, ...)`` in the
+#: 2.12.2.Final sources), by protocol name. A received header of another class under one of these ids is
+#: malformed: Java would decode it and fail later with a ClassCastException in that protocol; jgpy drops the
+#: message (alone) as it decodes it, so no protocol ever sees a header of a class it does not expect. Ids not
+#: listed here (custom protocols, ids whose 2.12 header class has no magic) are not checked; pairs can be added
+#: with :func:`register_protocol_id` and ``Dialect212.register_header(..., protocol_ids=...)``.
+HEADER_MAGICS = {
+    "FD": (3,), "FD_SOCK": (6,), "FRAG": (7,), "FRAG2": (7,),
+    # every discovery protocol (Discovery and its subclasses) files PingHeaders under its own id
+    "PING": (13,), "MPING": (13,), "S3_PING": (13,), "FILE_PING": (13,), "TCPPING": (13,), "TCPGOSSIP": (13,),
+    "JDBC_PING": (13,), "BPING": (13,),
+    "UNICAST": (21,), "VERIFY_SUSPECT": (22,), "pbcast.GMS": (24,), "pbcast.NAKACK": (25,),
+    "pbcast.STABLE": (27,), "pbcast.STATE_TRANSFER": (28,), "SMACK": (29,), "COMPRESS": (53,),
+    "FC": (54,), "MFC": (54,), "UFC": (54,),
+    # every transport (TP and its subclasses) files its TpHeader under its own id
+    "UDP": (56,), "TCP": (56,), "TCP_NIO": (56,), "TUNNEL": (56,), "LOOPBACK": (56,), "SHARED_LOOPBACK": (56,),
+    "ENCRYPT": (57,), "SEQUENCER": (58,), "FD_SIMPLE": (59,), "VIEW_SYNC": (60,), "FD_ALL": (61,), "SFC": (62,),
+    "pbcast.FLUSH": (64,), "pbcast.STREAMING_STATE_TRANSFER": (65,), "AUTH": (67,), "MERGE3": (69,),
+    "MERGEFAST": (70,), "UNICAST2": (73,), "SCOPE": (74,), "DAISYCHAIN": (76,), "RELAY": (77,), "STOMP": (78,),
+    "PRIO": (80,), "CENTRAL_LOCK": (81,), "PEER_LOCK": (81,), "CENTRAL_EXECUTOR": (85,),
+    "blocks.PullPushAdapter": (66,), "blocks.RequestCorrelator": (71, 72), "mux.MuxChannel": (63,),
+    "mux.Multiplexer": (63,), "blocks.mux.MuxRequestCorrelator": (75,),
+}
+
+#: How many levels of MergeView subgroups may nest on the wire (a MergeView inside the subgroups of a MergeView
+#: inside ... : the top view is level 0, this is the deepest level). A MergeView's subgroups are the views
+#: the subgroup coordinators had when the merge ran, so a subgroup is itself a MergeView only when its last
+#: view came from a merge: one level per consecutive merge without a regular view (a join, leave or suspicion)
+#: in between, typically 1 or 2, a few when a many-way partition heals in stages. 2.12 bounds nothing (its
+#: recursion ends in a StackOverflowError, caught with the packet's other failures in TP.IncomingPacket);
+#: jgpy fails a deeper MergeView with a WireFormatError: far above legitimate traffic, far below what the
+#: C stack of any thread holds (the C recursion without a bound let a 1.2 MB TCP frame crash the process).
+MAX_VIEW_DEPTH = 100
+cdef int _MAX_VIEW_DEPTH = MAX_VIEW_DEPTH
+
+# the smallest encodings, to check a count against the bytes left before reading (or allocating for) it
+cdef Py_ssize_t _MIN_SUBGROUP = 6       # is_merge_view flag, vid absent, member count, payload length
+cdef Py_ssize_t _MIN_DIGEST_ENTRY = 25  # a null-flag address byte and three longs
+cdef Py_ssize_t _MIN_CACHE_ENTRY = 2    # FD_SOCK cache: an address flag byte and an IpAddress presence byte
+
 
 def protocol_id(str name):
     """The 2.12 protocol id of a protocol as named in XML configs (``"pbcast.NAKACK"`` -> 15)."""
@@ -125,14 +169,20 @@ def protocol_id(str name):
                        "custom protocol needs an id registered with register_protocol_id (> 512)") from None
 
 
-def register_protocol_id(str name, int id):
-    """Register a custom protocol id (Java requires ids > 512 for custom protocols)."""
+def register_protocol_id(str name, int id, header_magics=()):
+    """Register a custom protocol id (Java requires ids > 512 for custom protocols).
+
+    ``header_magics``: the magic numbers of the header classes the protocol puts under its id; once given,
+    a received header of any other class under that id makes its message malformed (see :data:`HEADER_MAGICS`).
+    """
     if id <= 512:
         raise ValueError("custom protocol ids must be > 512 (ClassConfigurator.addProtocol)")
     if PROTOCOL_NAMES.get(id, name) != name:
         raise ValueError(f"protocol id {id} is already used by {PROTOCOL_NAMES[id]}")
     PROTOCOL_IDS[name] = id
     PROTOCOL_NAMES[id] = name
+    for magic in header_magics:
+        (<Dialect212>DIALECT).allow_header(id, magic)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +381,8 @@ cdef int read_view_into(Reader r, View v) except -1:
     return 0
 
 
-cdef View read_view_body(Reader r, bint merge):
+cdef View read_view_body(Reader r, bint merge, int depth):
+    """A View or MergeView body at nesting level ``depth`` (0: not inside another view's subgroups)."""
     cdef View v
     cdef int16_t n
     cdef int i
@@ -339,15 +390,17 @@ cdef View read_view_body(Reader r, bint merge):
         v = View.__new__(View)
         read_view_into(r, v)
         return v
+    if depth > _MAX_VIEW_DEPTH:
+        r.fail(f"MergeViews nested more than {_MAX_VIEW_DEPTH} levels deep", b"MergeView.subgroups", r._pos)
     v = MergeView.__new__(MergeView)
     read_view_into(r, v)
     n = r.short(b"MergeView.num_subgroups")
     (<MergeView>v).subgroups = None
     if n > 0:
-        r.need(n, b"MergeView.subgroups")
+        r.need(<Py_ssize_t>n * _MIN_SUBGROUP, b"MergeView.subgroups")
         subs = []
         for i in range(n):
-            subs.append(read_view_body(r, r.boolean(b"MergeView.subgroup.is_merge_view")))
+            subs.append(read_view_body(r, r.boolean(b"MergeView.subgroup.is_merge_view"), depth + 1))
         (<MergeView>v).subgroups = tuple(subs)
     return v
 
@@ -380,7 +433,7 @@ cdef int write_view_body(Writer w, View v) except -1:
 cdef object read_view(Reader r):           # Util.readView
     if not r.boolean(b"View.present"):
         return None
-    return read_view_body(r, r.boolean(b"View.is_merge_view"))
+    return read_view_body(r, r.boolean(b"View.is_merge_view"), 0)
 
 
 cdef int write_view(Writer w, object v) except -1:   # Util.writeView
@@ -413,7 +466,7 @@ cdef Digest read_digest_body(Reader r):
     d._entries = {}
     if n < 0:
         r.fail(f"negative digest size {n}", b"Digest.count", start)
-    r.need(<Py_ssize_t>n * 25, b"Digest.entries")   # flag byte + 24 bytes of seqnos at least
+    r.need(<Py_ssize_t>n * _MIN_DIGEST_ENTRY, b"Digest.entries")
     for i in range(n):
         at = r._pos
         addr = read_address(r)
@@ -456,7 +509,7 @@ cdef int write_digest(Writer w, object d) except -1:
 cdef JoinRsp read_join_rsp_body(Reader r):
     cdef JoinRsp j = JoinRsp.__new__(JoinRsp)
     # Java reads the view back as a plain View, whatever was written
-    j.view = read_view_body(r, False) if r.boolean(b"JoinRsp.view.present") else None
+    j.view = read_view_body(r, False, 0) if r.boolean(b"JoinRsp.view.present") else None
     j.digest = read_digest(r)
     j.fail_reason = r.string(b"JoinRsp.fail_reason")
     return j
@@ -708,7 +761,7 @@ cdef class GmsHeaderCodec(HeaderCodec):
         cdef GmsHeader h = GmsHeader.__new__(GmsHeader)
         h.type = r.byte(b"GmsHeader.type")
         cdef bint merge = r.boolean(b"GmsHeader.is_merge_view")
-        h.view = read_view_body(r, merge) if r.boolean(b"GmsHeader.view.present") else None
+        h.view = read_view_body(r, merge, 0) if r.boolean(b"GmsHeader.view.present") else None
         h.mbr = read_address(r)
         h.mbrs = read_addresses(r)
         h.join_rsp = read_join_rsp_body(r) if r.boolean(b"GmsHeader.join_rsp.present") else None
@@ -819,7 +872,7 @@ cdef class FdSockHeaderCodec(HeaderCodec):
         n = r.int32(b"FD_SOCK.FdHeader.cache_size")
         h.cached_addrs = None
         if n > 0:
-            r.need(n, b"FD_SOCK.FdHeader.cache")
+            r.need(<Py_ssize_t>n * _MIN_CACHE_ENTRY, b"FD_SOCK.FdHeader.cache")
             h.cached_addrs = tuple([(read_address(r), read_ip_streamable(r)) for i in range(n)])
         n = r.int32(b"FD_SOCK.FdHeader.mbrs_size")
         h.mbrs = None
@@ -1005,12 +1058,47 @@ cdef class PyHeaderCodec(HeaderCodec):
 
 cdef int _FAST_MAGICS = 1024
 
+cdef enum:
+    _CHECKED_IDS = 1024     # protocol ids below this have their header classes in a C table
+    _MAX_FITS = 4           # header classes one protocol id may carry
+
+
+cdef inline bint _magic_in(const int16_t* magics, int n, int16_t magic) noexcept nogil:
+    cdef int j
+    for j in range(n):
+        if magics[j] == magic:
+            return True
+    return False
+
+
+cdef class Dialect212
+
+
+cdef inline bint _header_fits(Dialect212 d, int16_t pid, int16_t magic) except -1:
+    """Whether a header of class ``magic`` may travel under protocol id ``pid``: for ids below _CHECKED_IDS a C
+    table lookup (most ids carry one class: the first comparison decides), else the dict of bigger checked ids."""
+    cdef int k
+    if 0 <= pid < _CHECKED_IDS:
+        k = d._nfits[pid]
+        return k == 0 or d._fits[pid][0] == magic or _magic_in(d._fits[pid] + 1, k - 1, magic)
+    return _big_header_fits(d, pid, magic)
+
+
+cdef bint _big_header_fits(Dialect212 d, int16_t pid, int16_t magic) except -1:
+    if not d._fits_big:
+        return True
+    allowed = d._fits_big.get(pid)
+    return allowed is None or magic in <tuple>allowed
+
 
 cdef class Dialect212(WireDialect):
     """The 2.12.2.Final dialect. Use the module-level :data:`DIALECT` instance."""
     cdef list _by_magic           # magic (< 1024) -> HeaderCodec or None
     cdef dict _by_magic_big       # magic >= 1024 -> HeaderCodec
     cdef dict _by_type            # header type -> HeaderCodec
+    cdef int16_t _fits[_CHECKED_IDS][_MAX_FITS]   # protocol id -> the magics of the header classes it carries
+    cdef uint8_t _nfits[_CHECKED_IDS]             # how many of them (0: the id is not checked)
+    cdef dict _fits_big           # protocol id >= _CHECKED_IDS -> tuple of magics (checked ids only)
     cdef readonly str name
     cdef readonly int version
 
@@ -1018,8 +1106,36 @@ cdef class Dialect212(WireDialect):
         self._by_magic = [None] * _FAST_MAGICS
         self._by_magic_big = {}
         self._by_type = {}
+        memset(self._nfits, 0, sizeof(self._nfits))
+        self._fits_big = {}
         self.name = NAME
         self.version = _VERSION
+
+    def allow_header(self, int protocol_id, int magic):
+        """Let headers of class ``magic`` travel under ``protocol_id``. Once an id has an allowed class, a
+        received message with a header of any other class under that id is malformed (dropped alone)."""
+        cdef int k
+        if not -0x8000 <= protocol_id <= 0x7FFF or not -0x8000 <= magic <= 0x7FFF:
+            raise ValueError(f"protocol id {protocol_id} and magic {magic} must fit a Java short")
+        if self.header_fits(protocol_id, magic) and self._is_checked(protocol_id):
+            return
+        if 0 <= protocol_id < _CHECKED_IDS:
+            k = self._nfits[protocol_id]
+            if k == _MAX_FITS:
+                raise ValueError(f"protocol id {protocol_id} already carries {_MAX_FITS} header classes")
+            self._fits[protocol_id][k] = <int16_t>magic
+            self._nfits[protocol_id] = k + 1
+        else:
+            self._fits_big[protocol_id] = self._fits_big.get(protocol_id, ()) + (magic,)
+
+    cdef bint _is_checked(self, int protocol_id):
+        if 0 <= protocol_id < _CHECKED_IDS:
+            return self._nfits[protocol_id] != 0
+        return protocol_id in self._fits_big
+
+    def header_fits(self, int protocol_id, int magic):
+        """False when a header of class ``magic`` under ``protocol_id`` makes a message malformed."""
+        return _header_fits(self, <int16_t>protocol_id, <int16_t>magic)
 
     cdef int _add(self, HeaderCodec c, int magic, object typ) except -1:
         c.magic = magic
@@ -1038,12 +1154,13 @@ cdef class Dialect212(WireDialect):
         self._by_type[typ] = c
         return 0
 
-    def register_header(self, int magic, type header_type, read, write, str java_class=None):
+    def register_header(self, int magic, type header_type, read, write, str java_class=None, protocol_ids=()):
         """Register a header class defined in Python (the hook for headers this module does not know).
 
         ``read(reader)`` returns a header read from a :class:`jgpy._core.wire.Reader`;
         ``write(writer, header)`` writes its body. Java requires custom magics to be > 1024, and the
         Java peer must have the same class under the same magic, or it will drop the whole message.
+        ``protocol_ids``: the ids this header travels under (see :meth:`allow_header`).
         """
         if magic <= 1024:
             raise ValueError("custom magic numbers must be > 1024 (ClassConfigurator.add)")
@@ -1053,6 +1170,8 @@ cdef class Dialect212(WireDialect):
         self._add(c, magic, header_type)
         if java_class:
             c.java_class = java_class
+        for pid in protocol_ids:
+            self.allow_header(pid, magic)
 
     cdef inline HeaderCodec codec_for_magic(self, int magic):
         if 0 <= magic < _FAST_MAGICS:
@@ -1110,8 +1229,12 @@ cdef class Dialect212(WireDialect):
 
     # ---- messages ----
 
-    cdef Message read_message(self, Reader r):
-        """``Message.readFrom``; the payload and the header bodies stay in the reader's buffer."""
+    cdef Message read_message(self, Reader r, Py_ssize_t* misfiled):
+        """``Message.readFrom``; the payload and the header bodies stay in the reader's buffer.
+
+        The whole message is read (and validated) even when a header's class does not fit its protocol id
+        (:meth:`header_fits`); then ``misfiled`` gets the offset of the first such header (else -1), and the
+        caller drops the message or fails (``misfiled_error`` says why)."""
         cdef uint8_t leading = r.ubyte(b"Message.leading")
         cdef Message m = new_message()
         cdef int32_t n
@@ -1119,6 +1242,7 @@ cdef class Dialect212(WireDialect):
         cdef Py_ssize_t start, at
         cdef int i
         cdef HeaderCodec c
+        misfiled[0] = -1
         m.flags = r.ubyte(b"Message.flags")
         if leading & 0x01:
             m.dest = read_address(r)
@@ -1144,10 +1268,35 @@ cdef class Dialect212(WireDialect):
             if c is None:
                 raise UnknownMagicError(f"magic number {magic} is not available in the magic map "
                                         "(Java drops the whole packet)", "header.magic", at)
+            if misfiled[0] < 0 and not _header_fits(self, pid, magic):
+                misfiled[0] = at - 2
             at = r._pos
             c.skip(r)
             m.add_raw_header(pid, magic, at, r._pos)
         return m
+
+    cdef Message read_whole_message(self, Reader r):
+        """``read_message`` for a message that is a value of its own (a Streamable): a misfiled header fails."""
+        cdef Py_ssize_t misfiled
+        cdef Message m = self.read_message(r, &misfiled)
+        if misfiled >= 0:
+            raise self.misfiled_error(r, misfiled)
+        return m
+
+    cdef object misfiled_error(self, Reader r, Py_ssize_t at):
+        """The WireFormatError of the header at ``at`` (its protocol id) whose class does not fit that id."""
+        cdef const unsigned char* p = r._data + at
+        cdef int16_t pid = <int16_t>((p[0] << 8) | p[1])
+        cdef int16_t magic = <int16_t>((p[2] << 8) | p[3])
+        return WireFormatError(f"a {MAGIC_CLASSES.get(magic, magic)} header under protocol id {pid} "
+                               f"({PROTOCOL_NAMES.get(pid, 'custom')}), which carries "
+                               f"{_allowed_names(self.allowed_magics(pid))} only", "header.protocol_id", at)
+
+    def allowed_magics(self, int protocol_id):
+        """The magics allowed under ``protocol_id`` (empty: not checked)."""
+        if 0 <= protocol_id < _CHECKED_IDS:
+            return tuple([self._fits[protocol_id][j] for j in range(self._nfits[protocol_id])])
+        return self._fits_big.get(protocol_id, ())
 
     cdef int write_message(self, Writer w, Message m, bint no_addrs, object list_src) except -1:
         """``Message.writeTo`` (``no_addrs=False``) or ``writeToNoAddrs(list_src)``."""
@@ -1214,11 +1363,17 @@ cdef class Dialect212(WireDialect):
             self.write_message(w, <Message?>m, True, src)
         return w.byte(0)
 
-    cdef int read_datagram_into(self, Reader r, list out, bint check_version) except -1:
-        """Decode one datagram, appending its messages to ``out``; returns the tp_flags."""
+    cdef int read_datagram_into(self, Reader r, list out, bint check_version, list rejected) except -1:
+        """Decode one datagram, appending its messages to ``out``; returns the tp_flags.
+
+        A message with a header whose class does not fit its protocol id is malformed: it is dropped alone
+        (its error appended to ``rejected`` unless None) and the rest of the datagram is read on. Anything
+        else wrong raises, and no message of the datagram is kept: a LIST cannot be resynchronised after a
+        message that does not parse, and Java's ``readMessageList`` drops the whole list too."""
         cdef int16_t version = r.short(b"version")
         cdef uint8_t flags
         cdef Message m
+        cdef Py_ssize_t misfiled, n0, r0
         if check_version and not is_binary_compatible(version):
             raise IncompatibleVersionError(version & 0xFFFF, _VERSION, 0)
         flags = r.ubyte(b"tp_flags")
@@ -1226,18 +1381,29 @@ cdef class Dialect212(WireDialect):
             dest = read_address(r)
             src = read_address(r)
             n0 = PyList_GET_SIZE(out)
+            r0 = PyList_GET_SIZE(rejected) if rejected is not None else 0
             try:
                 while r.boolean(b"list.more"):
-                    m = self.read_message(r)
+                    m = self.read_message(r, &misfiled)
+                    if misfiled >= 0:
+                        if rejected is not None:
+                            rejected.append(self.misfiled_error(r, misfiled))
+                        continue
                     m.dest = dest
                     if m.src is None:
                         m.src = src
                     out.append(m)
             except BaseException:
                 del out[n0:]   # Java drops the whole list when one message fails
+                if rejected is not None:
+                    del rejected[r0:]   # counted with the datagram instead
                 raise
         else:
-            out.append(self.read_message(r))
+            m = self.read_message(r, &misfiled)
+            if misfiled < 0:
+                out.append(m)
+            elif rejected is not None:
+                rejected.append(self.misfiled_error(r, misfiled))
         return flags
 
     # ---- Python API ----
@@ -1257,17 +1423,20 @@ cdef class Dialect212(WireDialect):
         return w.getvalue()
 
     def decode_datagram(self, data, bint check_version=True):
-        """Decode a UDP datagram or TCP frame payload into a :class:`Datagram`."""
+        """Decode a UDP datagram or TCP frame payload into a :class:`Datagram` (messages dropped alone, for a
+        header under a protocol id that does not carry its class, are in its ``rejected``)."""
         data = data if type(data) is bytes else bytes(data)
         cdef Reader r = Reader(data)
         cdef list msgs = []
-        cdef int flags = self.read_datagram_into(r, msgs, check_version)
-        return Datagram(int.from_bytes(data[:2], "big"), flags, msgs, r._end - r._pos)
+        cdef list rejected = []
+        cdef int flags = self.read_datagram_into(r, msgs, check_version, rejected)
+        return Datagram(int.from_bytes(data[:2], "big"), flags, msgs, r._end - r._pos, rejected)
 
-    def decode_messages(self, bytes data, list out, bint check_version=True):
-        """Hot-path decode: append the datagram's messages to ``out``; returns the tp_flags."""
+    def decode_messages(self, bytes data, list out, bint check_version=True, list rejected=None):
+        """Hot-path decode: append the datagram's messages to ``out``; returns the tp_flags. The error of each
+        message dropped alone (a misfiled header) goes to ``rejected`` when given."""
         cdef Reader r = Reader(data)
-        return self.read_datagram_into(r, out, check_version)
+        return self.read_datagram_into(r, out, check_version, rejected)
 
     def write_datagram(self, Writer w, Message msg, bint multicast):
         """Append ``msg`` as a single-message datagram to a (reused) writer: the transport's send path."""
@@ -1299,7 +1468,7 @@ cdef class Dialect212(WireDialect):
         self.write_message(w, msg, False, None)
 
     def read_message_from(self, Reader r):
-        return self.read_message(r)
+        return self.read_whole_message(r)
 
     def encode_header(self, hdr):
         """The body bytes of a header (``Header.writeTo``)."""
@@ -1367,15 +1536,15 @@ cdef class Dialect212(WireDialect):
 
     def read_kind(self, Reader r, kind):
         if kind is Message:
-            return self.read_message(r)
+            return self.read_whole_message(r)
         if kind is UUID:
             return read_uuid_body(r)
         if kind is IpAddress:
             return read_ip_body(r)
         if kind is View:
-            return read_view_body(r, False)
+            return read_view_body(r, False, 0)
         if kind is MergeView:
-            return read_view_body(r, True)
+            return read_view_body(r, True, 0)
         if kind is ViewId:
             return read_view_id_body(r)
         if kind is Digest:
@@ -1429,16 +1598,22 @@ cdef int _expect_end(Reader r) except -1:
     return 0
 
 
+def _allowed_names(magics):
+    return " or ".join(str(MAGIC_CLASSES.get(m, m)) for m in magics)
+
+
 class Datagram:
-    """A decoded datagram: ``version``, ``tp_flags``, the ``messages`` and any ``trailing`` bytes."""
+    """A decoded datagram: ``version``, ``tp_flags``, the ``messages``, any ``trailing`` bytes and the errors
+    of the messages dropped alone (``rejected``: a header under a protocol id that does not carry its class)."""
 
-    __slots__ = ("version", "tp_flags", "messages", "trailing")
+    __slots__ = ("version", "tp_flags", "messages", "trailing", "rejected")
 
-    def __init__(self, version, tp_flags, messages, trailing=0):
+    def __init__(self, version, tp_flags, messages, trailing=0, rejected=()):
         self.version = version
         self.tp_flags = tp_flags
         self.messages = messages
         self.trailing = trailing
+        self.rejected = list(rejected)
 
     @property
     def is_list(self):
@@ -1455,7 +1630,8 @@ class Datagram:
     def __repr__(self):
         flags = "|".join(n for bit, n in ((1, "LIST"), (2, "MULTICAST"), (4, "OOB")) if self.tp_flags & bit)
         return (f"Datagram(version={version_string(self.version)}, flags={flags or 0}, "
-                f"{len(self.messages)} message(s){', %d trailing bytes' % self.trailing if self.trailing else ''})")
+                f"{len(self.messages)} message(s){', %d trailing bytes' % self.trailing if self.trailing else ''}"
+                f"{', %d rejected' % len(self.rejected) if self.rejected else ''})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1714,11 +1890,11 @@ cdef object _read_generic_streamable(Reader r):
         magic = r.short(b"Streamable.magic")
         body_at = r._pos
         if magic == MAGIC_MESSAGE:
-            m = (<Dialect212>DIALECT).read_message(r)
+            m = (<Dialect212>DIALECT).read_whole_message(r)
             m.headers   # materialize: the message outlives nothing but must be fully valid
             return m
         if magic == MAGIC_VIEW:
-            return read_view_body(r, False)
+            return read_view_body(r, False, 0)
         if magic == MAGIC_VIEWID:
             return read_view_id_body(r)
         if magic == MAGIC_DIGEST:
@@ -1734,9 +1910,9 @@ cdef object _read_generic_streamable(Reader r):
         return (magic, r.take(r._end - r._pos, b"Streamable.body"))
     cls = r.utf(b"Streamable.classname")
     if cls == "org.jgroups.MergeView":
-        return read_view_body(r, True)
+        return read_view_body(r, True, 0)
     if cls == "org.jgroups.View":
-        return read_view_body(r, False)
+        return read_view_body(r, False, 0)
     return (cls, r.take(r._end - r._pos, b"Streamable.body"))
 
 
@@ -1768,6 +1944,9 @@ cdef Dialect212 _make_dialect():
     d._add(CoordAnnouncementCodec(), 69, CoordAnnouncement)
     d._add(RequestCorrelatorHeaderCodec(), 71, RequestCorrelatorHeader)
     d._add(MultiDestinationHeaderCodec(), 72, MultiDestinationHeader)
+    for name, magics in HEADER_MAGICS.items():
+        for magic in magics:
+            d.allow_header(PROTOCOL_IDS[name], magic)
     return d
 
 

@@ -4,7 +4,10 @@ Sending: every message gets the transport header (the cluster name) last; a copy
 of every unicast to ourselves) goes up to ourselves (``loopback``) and regular multicasts are bundled; unicasts are sent to the
 physical address learned from discovery. Receiving: datagrams are decoded in batches, messages of other
 clusters and our own multicasts (looped back by the kernel) are dropped, the rest go up as one batch.
-Bad datagrams (another version, malformed bytes) are counted and logged, never fatal.
+Bad datagrams (another version, malformed bytes) are counted and logged, never fatal; a malformed message (a
+header under a protocol id that does not carry its class) is dropped alone. Every log line a peer can trigger is
+rate-limited, and what strangers can make the transport remember (destinations it asked discovery about,
+mappings of non-members) is bounded.
 """
 
 from __future__ import annotations
@@ -67,13 +70,20 @@ class Loopback:
                 tp.up_prot.up_batch(batch)
             except Exception:  # noqa: BLE001 - a failure above must not end loopback delivery
                 tp.counters["up_errors"] += 1
-                tp.log.exception("%s: loopback delivery of %d message(s) failed", tp.local_addr, len(batch))
+                tp._rl.exception("loopback-failed", "%s: loopback delivery of %d message(s) failed",
+                                 tp.local_addr, len(batch))
 
     def stop(self, timeout: float = 2.0) -> None:
         self._running = False
         self._wakeup.wake()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
+
+
+#: destinations without a physical address that discovery was asked about in the last WHO_HAS_INTERVAL
+#: seconds, at most: a stranger that makes us answer made-up senders cannot grow the table
+MAX_WHO_HAS = 1000
+WHO_HAS_INTERVAL = 2.0
 
 
 class TP(Protocol):
@@ -260,6 +270,7 @@ class TP(Protocol):
                 if victim is None:
                     break
                 del self.logical_addr_cache[victim]
+                self._removal_times.pop(victim, None)
 
     def _expire_cache(self) -> None:
         """Mappings of former members age out (JGroups' LazyRemovalCache); members' never do."""
@@ -273,6 +284,8 @@ class TP(Protocol):
                 if (now - first) * 1000 >= self.logical_addr_cache_expiration:
                     del self.logical_addr_cache[a]
                     self._removal_times.pop(a, None)
+            for a in [a for a in self._removal_times if a not in self.logical_addr_cache]:
+                del self._removal_times[a]
 
     # ---- sending ----
 
@@ -305,21 +318,31 @@ class TP(Protocol):
         self.send_unicast_datagram(data, physical)
 
     def physical_for(self, dest) -> IpAddress | None:
+        now = time.monotonic()
         with self._cache_lock:
             physical = self.logical_addr_cache.get(dest)
-        if physical is not None:
-            return physical
-        now = time.monotonic()
-        last = self._who_has.get(dest)
-        if last is None or now - last > 2.0:     # ask discovery, at most every 2 s per member
-            self._who_has[dest] = now
-            self._rl.warning(f"no-phys-{dest}", "%s: no physical address for %s, dropping message",
-                             self.local_addr, dest)
+            if physical is not None:
+                return physical
+            ask = self._note_who_has(dest, now)
+        if ask:
+            self._rl.warning("no-phys", "%s: no physical address for %s, dropping message", self.local_addr, dest)
             try:
                 self.up(Event(EventType.GET_PHYSICAL_ADDRESS, dest))
             except Exception:  # noqa: BLE001
-                self.log.exception("discovery request for %s failed", dest)
+                self._rl.exception("who-has", "%s: discovery request for %s failed", self.local_addr, dest)
         return None
+
+    def _note_who_has(self, dest, now: float) -> bool:
+        """True when discovery should be asked about ``dest`` (at most every WHO_HAS_INTERVAL per destination);
+        the table keeps the MAX_WHO_HAS destinations asked about last (called under ``_cache_lock``)."""
+        last = self._who_has.get(dest)
+        if last is not None and now - last <= WHO_HAS_INTERVAL:
+            return False
+        self._who_has.pop(dest, None)
+        self._who_has[dest] = now
+        while len(self._who_has) > MAX_WHO_HAS:
+            del self._who_has[next(iter(self._who_has))]
+        return True
 
     # ---- receiving ----
 
@@ -334,6 +357,9 @@ class TP(Protocol):
         if kind == "version":
             c["dropped_version"] += 1
             self._rl.warning("version", "%s: dropped a datagram from %s: %s", self.local_addr, _src(source), error)
+        elif kind == "malformed_msgs":       # counted by the receive core (dropped_malformed_msgs)
+            self._rl.warning("malformed-msgs", "%s: dropped malformed message(s) of a datagram (%d bytes) from %s, "
+                             "kept the rest: %s", self.local_addr, len(data), _src(source), error)
         else:
             c["dropped_malformed"] += 1
             self._rl.warning("malformed", "%s: dropped a malformed datagram (%d bytes) from %s: %s",
@@ -350,12 +376,13 @@ class TP(Protocol):
 
     def _up_failed(self, count: int, error: Exception) -> None:
         self.counters["up_errors"] += 1
-        self.log.error("%s: failed passing %d message(s) up", self.local_addr, count, exc_info=error)
+        self._rl.exception("up-failed", "%s: failed passing %d message(s) up", self.local_addr, count, exc_info=error)
 
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
         d["datagrams_received"] += self._recv_core.datagrams_received
         d["msgs_received"] += self._recv_core.msgs_received
+        d["dropped_malformed_msgs"] = self._recv_core.dropped_malformed_msgs
         core = self._send_core
         d["msgs_sent"] += core.msgs_sent
         d["bytes_sent"] += core.bytes_sent
