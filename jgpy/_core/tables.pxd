@@ -19,16 +19,17 @@ cdef struct SeqRing:
     # Owned references indexed by seqno, in pages allocated when a seqno first lands in them and released
     # when they empty: seqno s lives in dir[(s >> SEQ_PAGE_SHIFT) & dmask].slots[s % SEQ_PAGE_SLOTS].
     # Invariants: every stored seqno lies in [lo, hi] (lo/hi mean nothing when count == 0), hi - lo < MAX_WINDOW,
-    # every page in dir holds at least one object and its page number lies in [lo >> SHIFT, hi >> SHIFT],
+    # every page in dir but idle holds at least one object and its page number lies in [lo >> SHIFT, hi >> SHIFT],
     # whose length is at most dcap (so no two live pages share a directory slot).
     SeqPage** dir
     uint64_t dmask          # dcap - 1 (dcap is a power of two)
     Py_ssize_t dcap
     Py_ssize_t count        # stored objects
-    Py_ssize_t npages       # pages in dir
+    Py_ssize_t npages       # pages in dir (idle included)
     int64_t lo
     int64_t hi
     SeqPage* spare          # one empty page kept for reuse (all slots NULL), or NULL
+    SeqPage* idle           # while count == 0: the page that emptied last, left in dir for the next put, or NULL
     int64_t refused         # seqnos refused as too far from the stored ones (MAX_WINDOW)
 
 
@@ -80,13 +81,13 @@ cdef class Retransmitter:
 
     cdef Py_ssize_t _lower(self, int64_t seqno)
     cdef int _insert(self, Py_ssize_t idx, int64_t first, int64_t last, double now) except -1
-    cdef void _drop(self, Py_ssize_t idx)
-    cdef void _maybe_shrink(self)
+    cdef void _drop(self, Py_ssize_t idx) noexcept
+    cdef void _maybe_shrink(self) noexcept
     cdef int c_add(self, int64_t first, int64_t last, double now) except -1
     cdef int64_t c_remove(self, int64_t seqno) except -1
-    cdef void c_remove_up_to(self, int64_t seqno)
+    cdef void c_remove_up_to(self, int64_t seqno) noexcept
     cdef list c_due(self, double now, int64_t budget)
-    cdef void c_clear(self)
+    cdef void c_clear(self) noexcept
 
 
 cdef class NakReceiverWindow:
@@ -111,7 +112,7 @@ cdef class AckSenderWindow:
     cdef int64_t _lowest        # Java's 'lowest': the next seqno an ack must cover
     cdef int64_t _highest
 
-    cdef void _purge_stale(self)
+    cdef void _purge_stale(self) noexcept
     cdef bint c_add(self, int64_t seqno, object msg, double now) except -1
     cdef Py_ssize_t c_ack(self, int64_t seqno) except -1
     cdef list c_due(self, double now)

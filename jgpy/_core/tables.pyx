@@ -104,16 +104,16 @@ cdef enum:
     DIR_MIN_CAP = 4
 
 
-cdef inline int64_t page_no(int64_t s):
+cdef inline int64_t page_no(int64_t s) noexcept:
     return s >> SEQ_PAGE_SHIFT         # arithmetic shift: floor division, also for negative seqnos
 
 
-cdef inline int64_t page_last(int64_t s):
+cdef inline int64_t page_last(int64_t s) noexcept:
     """The last seqno of s's page (no overflow: a page starts at a multiple of SEQ_PAGE_SLOTS)."""
     return (s - (s & PAGE_MASK)) + PAGE_MASK
 
 
-cdef inline SeqPage* ring_page(SeqRing* r, int64_t s):
+cdef inline SeqPage* ring_page(SeqRing* r, int64_t s) noexcept:
     return r.dir[<uint64_t>page_no(s) & r.dmask]
 
 
@@ -129,6 +129,7 @@ cdef int ring_init(SeqRing* r) except -1:
     r.lo = 0
     r.hi = -1
     r.spare = NULL
+    r.idle = NULL
     r.refused = 0
     return 0
 
@@ -146,12 +147,12 @@ cdef SeqPage* page_new(SeqRing* r) except NULL:
     return pg
 
 
-cdef inline void page_detach(SeqRing* r, SeqPage* pg):
+cdef inline void page_detach(SeqRing* r, SeqPage* pg) noexcept:
     r.dir[<uint64_t>pg.pno & r.dmask] = NULL
     r.npages -= 1
 
 
-cdef inline void page_recycle(SeqRing* r, SeqPage* pg):
+cdef inline void page_recycle(SeqRing* r, SeqPage* pg) noexcept:
     """Keep a detached, emptied page (all slots NULL) as the spare, or free it."""
     pg.count = 0
     if r.spare == NULL:
@@ -160,7 +161,31 @@ cdef inline void page_recycle(SeqRing* r, SeqPage* pg):
         PyMem_Free(pg)
 
 
-cdef inline PyObject* ring_get(SeqRing* r, int64_t s):
+cdef inline void page_emptied(SeqRing* r, SeqPage* pg) noexcept:
+    """pg has just lost its last object (r.count already updated). When the ring is empty it stays in dir as
+    the idle page, which the next put takes over in place (a stream delivered message by message never
+    gives its page back and takes it again); else it goes."""
+    if r.count == 0:
+        r.idle = pg
+    else:
+        page_detach(r, pg)
+        page_recycle(r, pg)
+
+
+cdef SeqPage* page_attach(SeqRing* r, int64_t s, uint64_t idx) except NULL:
+    """Give s's empty directory slot idx a page: the idle one (moved from its slot), the spare, or a new one."""
+    cdef SeqPage* pg = r.idle
+    if pg != NULL:
+        r.dir[<uint64_t>pg.pno & r.dmask] = NULL
+    else:
+        pg = page_new(r)
+        r.npages += 1
+    pg.pno = page_no(s)
+    r.dir[idx] = pg
+    return pg
+
+
+cdef inline PyObject* ring_get(SeqRing* r, int64_t s) noexcept:
     """Borrowed reference to the object stored at seqno s, or NULL."""
     cdef SeqPage* pg
     if r.count == 0 or s < r.lo or s > r.hi:
@@ -198,9 +223,17 @@ cdef int ring_refuse(SeqRing* r, int64_t s) except -1:
 
 
 cdef int ring_grow(SeqRing* r, int64_t s) except -1:
+    """The slow part of ring_reserve: refuse s (OverflowError) or grow the directory for it."""
     cdef int64_t plo = page_no(s if s < r.lo else r.lo)
     cdef int64_t phi = page_no(s if s > r.hi else r.hi)
     cdef Py_ssize_t new_cap = r.dcap * 2
+    if s > r.hi:
+        if <uint64_t>s - <uint64_t>r.lo >= <uint64_t>C_MAX_WINDOW:
+            return ring_refuse(r, s)
+    elif <uint64_t>r.hi - <uint64_t>s >= <uint64_t>C_MAX_WINDOW:
+        return ring_refuse(r, s)
+    if phi - plo < r.dcap:
+        return 0
     while new_cap < phi - plo + 1:
         new_cap *= 2
     return ring_resize(r, new_cap)
@@ -211,16 +244,8 @@ cdef inline int ring_reserve(SeqRing* r, int64_t s) except -1:
     stores nothing and allocates no page."""
     if r.count == 0 or (s >= r.lo and s <= r.hi):
         return 0
-    if s > r.hi:
-        if <uint64_t>s - <uint64_t>r.lo >= <uint64_t>C_MAX_WINDOW:
-            return ring_refuse(r, s)
-        if page_no(s) - page_no(r.lo) < r.dcap:
-            return 0
-    else:
-        if <uint64_t>r.hi - <uint64_t>s >= <uint64_t>C_MAX_WINDOW:
-            return ring_refuse(r, s)
-        if page_no(r.hi) - page_no(s) < r.dcap:
-            return 0
+    if s > r.hi and <uint64_t>s - <uint64_t>r.lo < <uint64_t>C_MAX_WINDOW and page_no(s) - page_no(r.lo) < r.dcap:
+        return 0                          # (the common case: s just beyond the highest stored seqno)
     return ring_grow(r, s)
 
 
@@ -230,10 +255,10 @@ cdef inline int ring_put(SeqRing* r, int64_t s, object o) except -1:
     cdef uint64_t idx = <uint64_t>page_no(s) & r.dmask
     cdef SeqPage* pg = r.dir[idx]
     if pg == NULL:
-        pg = page_new(r)
+        pg = page_attach(r, s, idx)
+    elif pg.count == 0:                   # the idle page (the ring is empty): s's page now
         pg.pno = page_no(s)
-        r.dir[idx] = pg
-        r.npages += 1
+    r.idle = NULL                         # (a put into an empty ring always takes the idle page over)
     Py_INCREF(o)
     pg.slots[<uint64_t>s & PAGE_MASK] = <PyObject*>o
     pg.count += 1
@@ -248,7 +273,7 @@ cdef inline int ring_put(SeqRing* r, int64_t s, object o) except -1:
     return 0
 
 
-cdef Py_ssize_t ring_run(SeqRing* r, int64_t s, Py_ssize_t limit):
+cdef inline Py_ssize_t ring_run(SeqRing* r, int64_t s, Py_ssize_t limit) noexcept:
     """How many consecutive seqnos s, s+1, ... are present (at most limit when limit > 0)."""
     cdef Py_ssize_t n = 0
     cdef SeqPage* pg
@@ -272,34 +297,32 @@ cdef Py_ssize_t ring_run(SeqRing* r, int64_t s, Py_ssize_t limit):
                 break
 
 
-cdef void ring_take_run(SeqRing* r, int64_t s, Py_ssize_t n, list out, bint remove):
+cdef inline void ring_take_run(SeqRing* r, int64_t s, Py_ssize_t n, list out, bint remove) noexcept:
     """Put the references of the n present seqnos s..s+n-1 (see ring_run) into out (a PyList_New(n)):
     moved out of the ring with remove, else new references. Nothing is decref'd, so no finaliser runs."""
     cdef Py_ssize_t i = 0, k, j
     cdef int64_t start = s
     cdef SeqPage* pg
-    cdef uint64_t off
-    cdef PyObject* p
+    cdef PyObject** slots
     while i < n:
         pg = ring_page(r, s)
-        off = <uint64_t>s & PAGE_MASK
-        k = SEQ_PAGE_SLOTS - <Py_ssize_t>off
+        slots = &pg.slots[<uint64_t>s & PAGE_MASK]
+        k = SEQ_PAGE_SLOTS - <Py_ssize_t>(<uint64_t>s & PAGE_MASK)
         if k > n - i:
             k = n - i
-        for j in range(k):
-            p = pg.slots[off + j]
-            if remove:
-                pg.slots[off + j] = NULL
-            else:
-                Py_INCREF(<object>p)
-            PyList_SET_ITEM_PTR(out, i + j, p)
-        i += k
         if remove:
+            for j in range(k):
+                PyList_SET_ITEM_PTR(out, i + j, slots[j])
+                slots[j] = NULL
             pg.count -= k
-            if pg.count == 0:
-                page_detach(r, pg)
-                page_recycle(r, pg)
             r.count -= k
+            if pg.count == 0:
+                page_emptied(r, pg)
+        else:
+            for j in range(k):
+                Py_INCREF(<object>slots[j])
+                PyList_SET_ITEM_PTR(out, i + j, slots[j])
+        i += k
         if i < n:
             s += k
     if remove and r.count > 0:
@@ -310,7 +333,7 @@ cdef void ring_take_run(SeqRing* r, int64_t s, Py_ssize_t n, list out, bint remo
             r.hi = start - 1
 
 
-cdef Py_ssize_t ring_clear_upto(SeqRing* r, int64_t upto):
+cdef Py_ssize_t ring_clear_upto(SeqRing* r, int64_t upto) noexcept:
     """Drop every stored seqno <= upto; returns how many were dropped. The ring is consistent whenever a
     reference is dropped (a finaliser may look at it): a whole page is detached first, then emptied."""
     cdef Py_ssize_t n = 0, j
@@ -347,8 +370,7 @@ cdef Py_ssize_t ring_clear_upto(SeqRing* r, int64_t upto):
                 n += 1
                 r.lo = s + 1
                 if pg.count == 0:
-                    page_detach(r, pg)
-                    page_recycle(r, pg)
+                    page_emptied(r, pg)
                     Py_XDECREF(p)
                     break
                 Py_XDECREF(p)
@@ -359,7 +381,7 @@ cdef Py_ssize_t ring_clear_upto(SeqRing* r, int64_t upto):
     return n
 
 
-cdef void ring_clear(SeqRing* r):
+cdef void ring_clear(SeqRing* r) noexcept:
     """Drop every stored object (the directory stays; see ring_maybe_shrink)."""
     cdef Py_ssize_t i = 0, j
     cdef SeqPage* pg
@@ -379,12 +401,16 @@ cdef void ring_clear(SeqRing* r):
         page_recycle(r, pg)
 
 
-cdef int ring_maybe_shrink(SeqRing* r) except -1:
+cdef inline int ring_maybe_shrink(SeqRing* r) except -1:
     """Compact: shrink the directory when the live page span has fallen below 1/8 of it."""
-    cdef int64_t span
-    cdef Py_ssize_t new_cap
     if r.dcap <= DIR_MIN_CAP:
         return 0
+    return ring_shrink(r)
+
+
+cdef int ring_shrink(SeqRing* r) except -1:
+    cdef int64_t span
+    cdef Py_ssize_t new_cap
     span = 0 if r.count == 0 else page_no(r.hi) - page_no(r.lo) + 1
     if span * 8 > r.dcap:
         return 0
@@ -396,18 +422,25 @@ cdef int ring_maybe_shrink(SeqRing* r) except -1:
     return 0
 
 
-cdef void ring_free(SeqRing* r):
+cdef void ring_free(SeqRing* r) noexcept:
     if r.dir != NULL:
         ring_clear(r)
         PyMem_Free(r.dir)
         r.dir = NULL
+    PyMem_Free(r.idle)                    # (empty, and in no directory any more)
+    r.idle = NULL
     PyMem_Free(r.spare)
     r.spare = NULL
     r.dcap = 0
     r.count = 0
 
 
-cdef Py_ssize_t ring_memory(SeqRing* r):
+cdef inline Py_ssize_t ring_live_pages(SeqRing* r) noexcept:
+    """Pages that hold something (the idle one does not)."""
+    return r.npages - (1 if r.idle != NULL else 0)
+
+
+cdef Py_ssize_t ring_memory(SeqRing* r) noexcept:
     """Bytes the ring has allocated: the directory and the pages, the spare one included."""
     return r.dcap * sizeof(SeqPage*) + (r.npages + (1 if r.spare != NULL else 0)) * sizeof(SeqPage)
 
@@ -500,11 +533,11 @@ cdef int64_t to_seqno(object v, str what) except? -1:
 # ---------------------------------------------------------------------------------------------------------
 # The missing runs of an XRange.
 
-cdef inline XRun* xr_runs(XRange* x):
+cdef inline XRun* xr_runs(XRange* x) noexcept:
     return x.runs if x.runs != NULL else &x.one
 
 
-cdef Py_ssize_t runs_find(XRun* runs, Py_ssize_t n, int64_t s):
+cdef Py_ssize_t runs_find(XRun* runs, Py_ssize_t n, int64_t s) noexcept:
     """Index of the first run whose b >= s (n if none)."""
     cdef Py_ssize_t lo = 0, hi = n, mid
     if n > 0 and runs[0].b >= s:
@@ -544,7 +577,7 @@ cdef int xr_split(XRange* x, Py_ssize_t j, int64_t s) except -1:
     return 0
 
 
-cdef void xr_drop_runs(XRange* x, Py_ssize_t j, Py_ssize_t k):
+cdef void xr_drop_runs(XRange* x, Py_ssize_t j, Py_ssize_t k) noexcept:
     """Remove runs j..j+k-1 (their seqnos arrived)."""
     cdef XRun* runs = xr_runs(x)
     memmove(&runs[j], &runs[j + k], (x.nruns - j - k) * sizeof(XRun))
@@ -637,7 +670,7 @@ cdef class Retransmitter:
             self._next = x.next_time
         return 0
 
-    cdef void _drop(self, Py_ssize_t idx):
+    cdef void _drop(self, Py_ssize_t idx) noexcept:
         cdef XRange* x = &self._r[idx]
         self._missing -= x.missing
         self._nruns -= x.nruns
@@ -649,7 +682,7 @@ cdef class Retransmitter:
             memmove(&self._r[idx], &self._r[idx + 1], (self._n - idx) * sizeof(XRange))
         self._maybe_shrink()
 
-    cdef void _maybe_shrink(self):
+    cdef void _maybe_shrink(self) noexcept:
         """Give memory back once most ranges are gone (a burst of gaps must not pin its peak)."""
         cdef XRange* nr
         cdef Py_ssize_t new_cap
@@ -718,7 +751,7 @@ cdef class Retransmitter:
             self._drop(idx)
         return res
 
-    cdef void c_remove_up_to(self, int64_t seqno):
+    cdef void c_remove_up_to(self, int64_t seqno) noexcept:
         cdef Py_ssize_t k = 0, i, j
         cdef XRange* x
         cdef XRun* runs
@@ -801,7 +834,7 @@ cdef class Retransmitter:
         self._next_valid = True
         return out
 
-    cdef void c_clear(self):
+    cdef void c_clear(self) noexcept:
         cdef Py_ssize_t i
         for i in range(self._n):
             PyMem_Free(self._r[i].runs)
@@ -1076,7 +1109,7 @@ cdef class NakReceiverWindow:
     @property
     def capacity(self):
         """Slots of the pages in use (a page of SEQ_PAGE_SLOTS seqnos exists while it holds a message)."""
-        return self._ring.npages * SEQ_PAGE_SLOTS
+        return ring_live_pages(&self._ring) * SEQ_PAGE_SLOTS
 
     @property
     def memory(self):
@@ -1121,7 +1154,7 @@ cdef int sq_reserve(SQueue* q) except -1:
     return 0
 
 
-cdef void sq_insert(SQueue* q, double t, int64_t seqno):
+cdef void sq_insert(SQueue* q, double t, int64_t seqno) noexcept:
     """Insert keeping the queue sorted by t (FIFO among equal t). Precondition: sq_reserve succeeded."""
     cdef Py_ssize_t lo, hi, mid
     if q.tail == q.head or q.e[q.tail - 1].t <= t:    # monotonic clock: always appended
@@ -1141,7 +1174,7 @@ cdef void sq_insert(SQueue* q, double t, int64_t seqno):
     q.tail += 1
 
 
-cdef inline void sq_pop(SQueue* q):
+cdef inline void sq_pop(SQueue* q) noexcept:
     q.head += 1
     if q.head == q.tail:
         q.head = 0
@@ -1181,7 +1214,7 @@ cdef class AckSenderWindow:
             PyMem_Free(self._q)
         PyMem_Free(self._iv)
 
-    cdef void _purge_stale(self):
+    cdef void _purge_stale(self) noexcept:
         """Pop schedules of acked seqnos from the queue fronts."""
         cdef int k
         cdef SQueue* q
@@ -1308,7 +1341,7 @@ cdef class AckSenderWindow:
     @property
     def capacity(self):
         """Slots of the pages in use (a page of SEQ_PAGE_SLOTS seqnos exists while it holds a message)."""
-        return self._ring.npages * SEQ_PAGE_SLOTS
+        return ring_live_pages(&self._ring) * SEQ_PAGE_SLOTS
 
     @property
     def memory(self):
@@ -1423,7 +1456,7 @@ cdef class AckReceiverWindow:
     @property
     def capacity(self):
         """Slots of the pages in use (a page of SEQ_PAGE_SLOTS seqnos exists while it holds a message)."""
-        return self._ring.npages * SEQ_PAGE_SLOTS
+        return ring_live_pages(&self._ring) * SEQ_PAGE_SLOTS
 
     @property
     def memory(self):

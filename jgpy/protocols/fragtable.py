@@ -61,12 +61,14 @@ class FragTable:
         self._senders: dict[Any, dict[int, Reassembly]] = {}   # sender -> {message id -> entry}, oldest first
         self._lru: OrderedDict[tuple, Reassembly] = OrderedDict()   # least recently extended first
         self._nonmember_lru: OrderedDict[tuple, Reassembly] = OrderedDict()    # the non-members' ones of _lru
+        self._recent: Reassembly | None = None      # the entry last in the LRU order(s) for sure
         self.members: frozenset = frozenset()
         self.local_addr: Any = None
         self.max_msgs = 64
         self.max_bytes = 512 << 20
         self.max_nonmember_bytes = 16 << 20
         self.timeout_ms = 60_000
+        self._now = time.monotonic()
         self.bytes = 0
         self.nonmember_bytes = 0
         self.bad = 0           # fragments dropped as malformed
@@ -75,6 +77,10 @@ class FragTable:
 
     # ---- receiving
 
+    def tick(self) -> None:
+        """Read the clock for the fragments that follow (once per received batch: expiry is coarse)."""
+        self._now = time.monotonic()
+
     def add(self, sender, msg_id: int, frag_id: int, num: int, item: Any, length: int, raw: Any = None) -> list | None:
         """Add fragment ``frag_id`` of ``num`` (``item``: what the protocol reassembles from, ``length`` its
         bytes, ``raw`` the buffer it keeps alive if that is bigger). Returns the items in fragment order when
@@ -82,35 +88,45 @@ class FragTable:
         if num <= 0 or not 0 <= frag_id < num:
             self._bad("frag_id=%d, num_frags=%d", sender, frag_id, num)
             return None
-        now = time.monotonic()
         key = (sender, msg_id)
         with self._lock:
             entry = self._lru.get(key)
             if entry is None:
-                entry = self._open(key, sender, num, now)
+                entry = self._open(key, sender, num, self._now)
             elif entry.num != num:
                 self._bad("fragment %d of message %d says num_frags=%d, the first one said %d", sender, frag_id,
                           msg_id, num, entry.num)
                 return None
-            if frag_id in entry.parts:
+            parts = entry.parts
+            if frag_id in parts:
                 return None                                   # a duplicate
-            entry.parts[frag_id] = item
+            parts[frag_id] = item
             if raw is None:
-                size = length
+                size = FRAGMENT_OVERHEAD + length
             elif raw is entry.last_raw:
-                size = 0                                      # the same buffer as the previous fragment
+                size = FRAGMENT_OVERHEAD                      # the same buffer as the previous fragment
             else:
                 entry.last_raw = raw
-                size = max(length, len(raw))
-            self._account(entry, FRAGMENT_OVERHEAD + size)
-            entry.touched = now
-            if len(entry.parts) == entry.num:
+                size = FRAGMENT_OVERHEAD + max(length, len(raw))
+            entry.size += size
+            self.bytes += size
+            entry.touched = self._now
+            if len(parts) == entry.num:
                 self._remove(entry)
-                return [entry.parts[i] for i in range(entry.num)]
-            self._lru.move_to_end(key)
-            if not entry.member:
-                self._nonmember_lru.move_to_end(key)
-            self._enforce(entry)
+                return [parts[i] for i in range(entry.num)]
+            recent = entry is self._recent          # (fragments of one message mostly come in a row)
+            if not recent:
+                self._recent = entry
+                self._lru.move_to_end(key)
+            if entry.member:
+                if 0 < self.max_bytes < self.bytes:
+                    self._enforce(entry)
+            else:
+                self.nonmember_bytes += size
+                if not recent:
+                    self._nonmember_lru.move_to_end(key)
+                if 0 < self.max_nonmember_bytes < self.nonmember_bytes or 0 < self.max_bytes < self.bytes:
+                    self._enforce(entry)
             return None
 
     def _open(self, key: tuple, sender, num: int, now: float) -> Reassembly:
@@ -125,6 +141,7 @@ class FragTable:
         self._lru[key] = entry
         if not member:
             self._nonmember_lru[key] = entry
+        self._recent = entry
         self._account(entry, MESSAGE_OVERHEAD)
         return entry
 
@@ -154,6 +171,8 @@ class FragTable:
         if self._lru.pop(entry.key, None) is None:
             return
         self._nonmember_lru.pop(entry.key, None)
+        if entry is self._recent:
+            self._recent = None
         table = self._senders.get(sender)
         if table is not None:
             table.pop(msg_id, None)
@@ -202,6 +221,7 @@ class FragTable:
                 for entry in list(self._senders.get(sender, {}).values()):
                     self._remove(entry)
             self._nonmember_lru.clear()
+            self._recent = None
             for key, entry in self._lru.items():
                 member = key[0] in new or key[0] == self.local_addr
                 if member != entry.member:
@@ -325,6 +345,7 @@ class FragProtocol(Protocol):
             return
         pid = self.id
         out = []
+        self.table.tick()
         for m in msgs:                      # keep the batch order: unfragmented messages pass where they are
             if m.has_header(pid):
                 try:
