@@ -20,6 +20,14 @@ directions is C (``UnicastSend`` in ``jgpy/_core/sendpath.pyx``, ``UnicastReceiv
 ``jgpy/_core/recvpath.pyx``): this module keeps the connections' life cycle, the ACKs to send, the
 first-seqno handshake, retransmission and logging. Deliverable messages go to the delivery thread in order,
 OOB ones right away.
+
+Peers that are not in the view (a joiner's JOIN_REQ travels over UNICAST; so do merge messages between
+partitions) get connections too, but, unlike 2.12, bounded ones (a stranger's made-up ``first`` messages
+used to open a window each, kept until the next view change): at most ``max_nonmember_connections`` receive
+windows (the least recently used goes) and as many send windows (the oldest goes); a non-member's receive
+window takes only seqnos less than ``nonmember_window`` ahead of the next one to deliver (later ones are
+dropped unacknowledged, so a real sender retransmits them); idle ones expire after ``max_retransmit_time``.
+Their pending ACKs go with them.
 """
 
 from __future__ import annotations

@@ -943,7 +943,8 @@ class GMS(Protocol):
                 rsp.put_header(self.id, GmsHeader(H.GET_DIGEST_RSP, my_digest=Digest([(self.local_addr, *entry)])))
                 self.down_prot.down_msg(rsp)
         else:
-            self._rl.warning("unknown-type", "%s: GmsHeader with type=%s from %s not known", self.local_addr, t, msg.src)
+            self._rl.warning("unknown-type", "%s: GmsHeader with type=%s from %s not known", self.local_addr, t,
+                             msg.src)
 
     def stop(self) -> None:
         self.view_handler.stop()

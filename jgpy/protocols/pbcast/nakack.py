@@ -9,6 +9,13 @@ retransmission when a sender's last message was lost (seed 000, "Last message dr
 
 Threads: windows are filled on the receive threads; deliverable messages are handed, in order, to the
 channel's delivery thread (everything above NAKACK runs there). OOB messages go up right away.
+
+Bounds (unlike 2.12, which asks for a whole gap at once and answers any requester in full): a window's
+memory follows the messages it holds, not the seqno gap a (spoofed) message opens (see
+``jgpy._core.tables``); each retransmission round asks a sender for at most ``max_xmit_req_size`` missing
+seqnos, lowest first; XMIT_REQs from non-members are dropped, and one XMIT_REQ is answered with at most
+``max_xmit_req_size`` messages and ``max_xmit_rsp_bytes`` bytes. Windows exist only for members (digests
+create them), so multicasts from strangers are dropped without a trace but a counter.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ MSG, XMIT_REQ, XMIT_RSP = NakAckHeader.MSG, NakAckHeader.XMIT_REQ, NakAckHeader.
 OOB = Message.OOB
 NO_RELIABILITY = Message.NO_RELIABILITY
 OOB_DELIVERED = Message.OOB_DELIVERED
+_PAGED_WINDOW = ignored("jgpy's window is a table of 1024-seqno pages that exist while they hold messages")
 
 
 class NAKACK(Protocol):
@@ -65,10 +73,10 @@ class NAKACK(Protocol):
         "use_stats_for_retransmission": ignored("jgpy uses retransmit_timeout/exponential_backoff"),
         "use_range_based_retransmitter": ignored("jgpy's retransmitter always works on ranges"),
         "print_stability_history_on_failed_xmit": ignored("jgpy logs missing messages without the history"),
-        "xmit_table_num_rows": ignored("jgpy's window is a growing circular buffer"),
-        "xmit_table_msgs_per_row": ignored("jgpy's window is a growing circular buffer"),
-        "xmit_table_resize_factor": ignored("jgpy's window is a growing circular buffer"),
-        "xmit_table_max_compaction_time": ignored("jgpy's window is a growing circular buffer"),
+        "xmit_table_num_rows": _PAGED_WINDOW,
+        "xmit_table_msgs_per_row": _PAGED_WINDOW,
+        "xmit_table_resize_factor": _PAGED_WINDOW,
+        "xmit_table_max_compaction_time": _PAGED_WINDOW,
         "max_xmit_size": ignored("deprecated in 2.12"),
         "eager_lock_release": ignored("deprecated in 2.12"),
         "stats_list_size": ignored("deprecated in 2.12"),
