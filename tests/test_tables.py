@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import tracemalloc
 import weakref
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from jgpy._core.tables import (
     MAX_WINDOW,
+    PAGE_SLOTS,
     AckReceiverWindow,
     AckSenderWindow,
     NakReceiverWindow,
@@ -510,33 +512,35 @@ class TestNakReceiverWindow:
                 out += w.remove_many(True)
         out += w.remove_many(True)
         assert seqnos(out) == list(range(1001, 2001))
-        assert w.capacity == 64
+        assert w.capacity == 0                         # every page released once empty
 
-    def test_wraparound_with_live_span_crossing_the_end(self):
-        w = NakReceiverWindow(highest_delivered=50)   # slots 51..63 then 0..
-        for s in range(51, 111):                        # 60 live seqnos, wrap around slot 0
+    def test_live_span_crossing_a_page_boundary(self):
+        start = PAGE_SLOTS - 10
+        w = NakReceiverWindow(highest_delivered=start)   # seqnos on both sides of a page boundary
+        for s in range(start + 1, start + 61):
             if s % 7:
                 w.add(s, M(s), 0)
-        assert w.capacity == 64
-        assert w.missing() == [(s, s) for s in range(51, 111) if s % 7 == 0]
-        for s in range(51, 111):
+        assert w.capacity == 2 * PAGE_SLOTS
+        assert w.missing() == [(s, s) for s in range(start + 1, start + 61) if s % 7 == 0]
+        for s in range(start + 1, start + 61):
             if s % 7 == 0:
                 w.add(s, M(s), 0)
-        assert seqnos(w.get_range(0, 1000)) == list(range(51, 111))
-        assert seqnos(w.remove_many(True)) == list(range(51, 111))
-        assert w.pending_xmits == 0
+        assert seqnos(w.get_range(0, 10_000)) == list(range(start + 1, start + 61))
+        assert seqnos(w.remove_many(True)) == list(range(start + 1, start + 61))
+        assert w.pending_xmits == 0 and w.capacity == 0
 
     def test_growth_and_shrink(self):
         w = NakReceiverWindow()
         w.add(1, M(1), 0)
         w.add(10_000, M(10_000), 0)
-        assert w.capacity >= 10_000 and w.pending_xmits == 9998
+        assert w.capacity == 2 * PAGE_SLOTS and w.pending_xmits == 9998   # pages only where messages are
         for s in range(9999, 1, -1):                   # fill the gap backwards
             assert w.add(s, M(s), 0)
-        assert w.pending_xmits == 0
+        assert w.pending_xmits == 0 and w.capacity >= 10_000
         assert seqnos(w.get_range(1, 10_000)) == list(range(1, 10_001))
+        assert seqnos(w.get_range(1, 10_000, 5)) == list(range(1, 6))
         assert seqnos(w.remove_many(True)) == list(range(1, 10_001))
-        assert w.capacity == 64                        # compacted once empty
+        assert w.capacity == 0                         # pages released once empty
 
     def test_shrink_after_stable(self):
         w = NakReceiverWindow()
@@ -746,7 +750,7 @@ class TestAckReceiverWindow:
             out += msgs
             assert h == order[i + 199]
         assert seqnos(out) == order
-        assert w.size == 0 and w.capacity == 64
+        assert w.size == 0 and w.capacity == 0
 
     def test_bad_input(self):
         w = AckReceiverWindow(1)
@@ -758,6 +762,102 @@ class TestAckReceiverWindow:
         assert w.size == 1
         with pytest.raises(OverflowError):
             AckReceiverWindow(2**64)
+
+
+# ------------------------------------------------------------------------------------------------ memory
+
+
+def traced_growth(build):
+    """(result of build(), bytes it left allocated) as seen by tracemalloc (which sees PyMem_Malloc)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        obj = build()
+        gc.collect()
+        return obj, tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+SPREAD = [1, 2, 1000, MAX_WINDOW // 3, MAX_WINDOW // 2 + 17, MAX_WINDOW - 5, MAX_WINDOW]   # over 2^24 seqnos
+
+
+class TestMemoryFollowsMessagesNotSpan:
+    """Window memory grows with the messages held, not with the seqno span between them (issue 18: one
+    crafted seqno far ahead used to allocate a slot per seqno of the span, up to 128 MB)."""
+
+    LIMIT = 400_000
+
+    def test_nak_window_with_a_handful_spread_over_max_window(self):
+        msgs = [M(s) for s in SPREAD]
+
+        def build():
+            w = NakReceiverWindow()
+            for m in msgs:
+                assert w.add(m.seqno, m, 0)
+            return w
+
+        w, grown = traced_growth(build)
+        assert w.size == len(SPREAD) and w.pending_xmits == MAX_WINDOW - len(SPREAD)
+        assert grown < self.LIMIT and w.memory < self.LIMIT
+        assert w.capacity == 5 * PAGE_SLOTS                      # 1, 2 and 1000 share a page
+        assert w.retransmitter.num_runs == len(SPREAD) - 2     # the gaps between them (and 2..1000 is one)
+        assert seqnos(w.get_range(0, 2**62)) == SPREAD
+        assert w.missing()[0] == (3, 999) and len(w.missing()) == len(SPREAD) - 2
+        # the real sender's messages still go through in order, and memory goes as they are delivered
+        out = w.remove_many(True)
+        assert seqnos(out) == [1, 2]
+        for s in range(3, 1000):
+            w.add(s, M(s), 0)
+        assert seqnos(w.remove_many(True)) == list(range(3, 1001))
+        w.stable(1000)
+        assert w.capacity == 4 * PAGE_SLOTS
+
+    def test_nak_gap_of_max_window_then_far_seqno(self):
+        w = NakReceiverWindow()
+        w.add(1, M(1), 0)
+        w.remove_many(True)
+        _, grown = traced_growth(lambda: w.add(MAX_WINDOW + 1, M(0), 0))
+        assert grown < 50_000 and w.pending_xmits == MAX_WINDOW - 1    # one page, one range of one run
+        with pytest.raises(OverflowError):
+            w.add(2 * MAX_WINDOW + 2, M(0), 0)
+        assert w.refused == 1
+
+    def test_unicast_windows_with_a_handful_spread_over_max_window(self):
+        msgs = [M(s) for s in SPREAD]
+
+        def build():
+            r = AckReceiverWindow(1)
+            s = AckSenderWindow()
+            for m in msgs:
+                assert r.add(m.seqno, m) == 1
+                assert s.add(m.seqno, m, 0)
+            return r, s
+
+        (r, s), grown = traced_growth(build)
+        assert grown < 2 * self.LIMIT and r.memory < self.LIMIT and s.memory < self.LIMIT
+        assert r.size == s.size == len(SPREAD)
+        with pytest.raises(OverflowError):
+            r.add(MAX_WINDOW + 1, M(0))
+        assert r.refused == 1
+        got, highest = r.remove_many()
+        assert seqnos(got) == [1, 2] and highest == 2
+
+    def test_retransmitter_range_memory_is_its_holes(self):
+        def build():
+            r = Retransmitter()
+            r.add(1, MAX_WINDOW, 0)
+            return r
+
+        r, grown = traced_growth(build)
+        assert r.size == MAX_WINDOW and grown < 10_000 and r.memory < 10_000
+        for s in range(10, 10_000, 10):                 # 999 arrivals inside: 1000 runs
+            assert r.remove(s) == 0
+        assert r.num_runs == 1000 and r.memory < 100_000
+        assert r.due(10**6, 25) == [(1, 9), (11, 19), (21, 27)]       # at most 25 seqnos per call
+        r.remove_up_to(9_995)
+        assert r.num_runs == 1 and r.size == MAX_WINDOW - 9_995
 
 
 # ------------------------------------------------------------------------------------------------ references / leaks
@@ -945,7 +1045,8 @@ class NakWindowMachine(RuleBasedStateMachine):
 
     set_hd_allowed = False
 
-    @initialize(hd=st.sampled_from([0, 0, 5, 62, 1000, 2**40]), low_back=st.integers(0, 10))
+    @initialize(hd=st.sampled_from([0, 0, 5, 62, 1000, PAGE_SLOTS - 3, -PAGE_SLOTS - 7, 2**40, 2**63 - 300_000]),
+                low_back=st.integers(0, 10))
     def init(self, hd, low_back):
         self.w = NakReceiverWindow(hd, hd - low_back, [100, 200, 400])
         self.m = NakModel(hd, hd - low_back)
@@ -964,6 +1065,12 @@ class NakWindowMachine(RuleBasedStateMachine):
 
     @rule(off=st.integers(-3, 200))
     def add_far(self, off):
+        self._add(self.m.hr + off)
+
+    @precondition(lambda self: self.m.hr - self.m.hd < 4 * PAGE_SLOTS)     # keeps the model's sets small
+    @rule(off=st.integers(PAGE_SLOTS - 2, 3 * PAGE_SLOTS + 2))
+    def add_jump(self, off):
+        """Far ahead: pages with nothing in them between the messages."""
         self._add(self.m.hr + off)
 
     @rule(data=st.data())
@@ -1040,6 +1147,7 @@ class XRangeModel:
         self.nx = 0
         self.next = now + iv[0]
         self.stage = min(1, len(iv) - 1)
+        self.resume = None          # the next seqno of a round a budget cut short
 
 
 class RetransmitterMachine(RuleBasedStateMachine):
@@ -1087,17 +1195,27 @@ class RetransmitterMachine(RuleBasedStateMachine):
         self.ranges = [x for x in self.ranges if x.missing]
         self.r.remove_up_to(s)
 
-    @rule(dt=st.integers(0, 300))
-    def due(self, dt):
+    @rule(dt=st.integers(0, 300), budget=st.sampled_from([0, 0, 1, 3, 7]))
+    def due(self, dt, budget):
+        """Lowest first; a range the budget cuts short stays due and goes on where it stopped."""
         self.now += dt
         exp = []
+        left = budget or 10**9
         for x in self.ranges:
-            if x.next <= self.now:
-                exp += runs(x.missing)
-                x.nx += 1
-                x.next = self.now + self.iv[x.stage]
-                x.stage = min(x.stage + 1, len(self.iv) - 1)
-        assert self.r.due(self.now) == exp
+            if x.next <= self.now and left > 0:
+                todo = sorted(k for k in x.missing if x.resume is None or k >= x.resume)
+                if x.resume is None:
+                    x.nx += 1
+                taken = todo[:left]
+                exp += runs(taken)
+                left -= len(taken)
+                if len(taken) < len(todo):
+                    x.resume = taken[-1] + 1
+                else:
+                    x.resume = None
+                    x.next = self.now + self.iv[x.stage]
+                    x.stage = min(x.stage + 1, len(self.iv) - 1)
+        assert self.r.due(self.now, budget) == exp
 
     @invariant()
     def agrees(self):
@@ -1105,6 +1223,7 @@ class RetransmitterMachine(RuleBasedStateMachine):
         assert [(a, b, n, nx, t) for a, b, n, nx, t in self.r.ranges()] == \
                [(x.first, x.last, len(x.missing), x.nx, x.next) for x in self.ranges]
         assert self.r.next_due() == (min(x.next for x in self.ranges) if self.ranges else None)
+        assert self.r.num_runs == sum(len(runs(x.missing)) for x in self.ranges)
 
 
 TestRetransmitterStateful = RetransmitterMachine.TestCase

@@ -3,7 +3,9 @@ and the delayed ACKs (``ack_delay``, ``ack_threshold``)."""
 
 from __future__ import annotations
 
+import gc
 import time
+import tracemalloc
 
 import pytest
 
@@ -11,7 +13,7 @@ from jgpy import UUID, Message
 from jgpy._core.headers import UnicastHeader
 from jgpy.protocols.unicast import UNICAST
 from jgpy.stack.events import Event, EventType
-from tests.fakestack import FakeStack
+from tests.fakestack import FakeStack, wait_until
 
 DATA, ACK, SEND_FIRST = UnicastHeader.DATA, UnicastHeader.ACK, UnicastHeader.SEND_FIRST_SEQNO
 
@@ -209,6 +211,7 @@ def test_oob_goes_up_at_once_and_unreliable_or_multicast_messages_pass(stack, ca
     """An OOB message goes up when it arrives, ahead of a gap, and is not delivered again in order; a seqno
     absurdly far ahead is dropped with a warning; NO_RELIABILITY unicasts and multicasts pass untouched."""
     p = UUID.random()
+    stack.install_view([stack.local_addr, p])       # a member (a non-member's window takes little: see below)
     oob = data(stack, p, 3)
     oob.flags |= Message.OOB
     plain = Message(stack.local_addr, b"unreliable", p, Message.NO_RELIABILITY)
@@ -223,3 +226,95 @@ def test_oob_goes_up_at_once_and_unreliable_or_multicast_messages_pass(stack, ca
     assert got.count(b"3") == 1 and got[-1] == b"2"
     assert stack.prot.dump_stats()["dropped_bad_seqno"] == 1 and "dropped a unicast" in caplog.text
     assert acks_to(stack, p)[-1] == 3
+
+
+# ------------------------------------------------------------------------------------------------ hostile senders
+# (issue 18) a receive window used to be opened for any sender's `first` message, sized by the seqno span, and
+# kept until a view change: 16 datagrams from made-up senders grew a member's RSS by ~900 MB.
+
+
+def hostile(**props) -> FakeStack:
+    props.setdefault("ack_delay", 0)
+    return FakeStack(unicast(**props), connect=True)
+
+
+def test_windows_of_non_members_are_capped_and_memory_does_not_follow_their_seqnos():
+    s = hostile(max_nonmember_connections=16)
+    try:
+        q = UUID.random()
+        s.install_view([s.local_addr, q])
+        strangers = [UUID.random() for _ in range(100)]
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for i, x in enumerate(strangers):
+                crafted = [data(s, x, 1, first=True), data(s, x, 3)]        # 3 is held: 2 is missing
+                if i < 4:
+                    crafted.append(data(s, x, 1 << 24))                     # the span: 2^24 seqnos
+                s.tp.inject(crafted + [data(s, q, i + 1, first=i == 0)])
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert grown < 3_000_000                  # 16 windows, 100 messages delivered; was 128 MB per crafted span
+        stats = s.prot.dump_stats()
+        assert stats["nonmember_recv_windows"] == 16 and stats["nonmembers_evicted"] == 84
+        assert len(s.prot.recv_table) == 17 and len(s.prot._pending_acks) <= 17
+        assert stats["dropped_nonmember_window"] == 4 and stats["dropped_bad_seqno"] == 0
+        # the member's messages all came up, in order
+        got = [bytes(m.payload) for m in s.top.wait_messages(200) if m.src == q]
+        assert got == [f"{i}".encode() for i in range(1, 101)]
+    finally:
+        s.close()
+
+
+def test_what_a_non_members_window_holds_is_bounded_and_a_member_is_not_limited():
+    s = hostile(nonmember_window=8)
+    try:
+        x, q = UUID.random(), UUID.random()
+        s.install_view([s.local_addr, q])
+        s.tp.inject([data(s, x, 1, first=True)] + [data(s, x, i) for i in range(3, 200)])
+        assert s.prot.recv_table[x].win.size == 7          # 3..9: less than 8 ahead of 2, the next to deliver
+        assert s.prot.dump_stats()["dropped_nonmember_window"] == 190
+        s.tp.inject([data(s, x, 2)] + [data(s, x, i) for i in range(10, 12)])
+        got = [bytes(m.payload) for m in s.top.wait_messages(11)]
+        assert got == [f"{i}".encode() for i in range(1, 12)]
+        s.tp.inject([data(s, q, 1, first=True)] + [data(s, q, i) for i in range(3, 200)])
+        assert s.prot.recv_table[q].win.size == 197        # a member's window takes them all
+    finally:
+        s.close()
+
+
+def test_idle_windows_of_non_members_expire_and_a_joiner_becomes_a_member():
+    s = hostile(max_retransmit_time=150, xmit_tick=20)
+    try:
+        x, joiner = UUID.random(), UUID.random()
+        s.tp.inject([data(s, x, 1, first=True), data(s, joiner, 1, first=True)])
+        s.top.wait_messages(2)                               # a joiner's JOIN_REQ is a non-member's first message
+        time.sleep(0.1)
+        s.tp.inject([data(s, joiner, 2)])                    # the joiner keeps its window alive
+        s.install_view([s.local_addr, joiner])               # ... and becomes a member
+        assert s.prot.recv_table[joiner].member and s.prot.dump_stats()["nonmember_recv_windows"] == 0
+        s.tp.inject([data(s, UUID.random(), 1, first=True)])
+        assert s.prot.dump_stats()["nonmember_recv_windows"] == 1
+        wait_until(lambda: s.prot.dump_stats()["nonmember_recv_windows"] == 0, timeout=5, msg="expiry")
+        assert set(s.prot.recv_table) == {joiner} and s.prot.counters["nonmembers_expired"] == 1
+        s.tp.inject([data(s, joiner, 3)])
+        assert [bytes(m.payload) for m in s.top.wait_messages(5)][-1] == b"3"
+    finally:
+        s.close()
+
+
+def test_send_windows_to_non_members_are_capped():
+    s = hostile(max_nonmember_connections=10)
+    try:
+        q = UUID.random()
+        s.install_view([s.local_addr, q])
+        for _ in range(50):
+            s.send(Message(UUID.random(), b"answer to a stranger"))
+        s.send(Message(q, b"to a member"))
+        stats = s.prot.dump_stats()
+        assert len(s.prot.send_table) == 11 and stats["nonmember_send_windows"] == 10
+        assert s.prot.counters["nonmember_sends_evicted"] == 40 and q in s.prot.send_table
+    finally:
+        s.close()

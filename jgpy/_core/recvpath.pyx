@@ -9,8 +9,10 @@ messages, applying ACKs -- happens here. Retransmission requests, ACKs to send, 
 to the delivery thread stay in the protocols.
 """
 
+from time import monotonic
+
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 
 from jgpy._core.headers cimport NakAckHeader, UnicastHeader
 from jgpy._core.message cimport Message
@@ -168,23 +170,33 @@ cdef class NakackReceive:
 # ---------------------------------------------------------------------------------------------
 
 cdef class UnicastReceiver:
-    """The receiving side of one UNICAST connection: the sender's conn id and the window of its messages."""
+    """The receiving side of one UNICAST connection: the sender's conn id and the window of its messages;
+    whether the sender is a member of the view, and (for a non-member) when it last sent (``monotonic()``)."""
 
     cdef readonly int conn_id
     cdef readonly AckReceiverWindow win
+    cdef public bint member
+    cdef public double last_used
 
-    def __init__(self, int conn_id, int64_t first_seqno):
+    def __init__(self, int conn_id, int64_t first_seqno, bint member=True):
         self.conn_id = conn_id
         self.win = AckReceiverWindow(first_seqno)
+        self.member = member
 
     def __repr__(self):
-        return f"<UnicastReceiver conn_id={self.conn_id} {self.win!r}>"
+        return f"<UnicastReceiver conn_id={self.conn_id} member={self.member} {self.win!r}>"
 
 
 cdef class UnicastReceive:
     """UNICAST's receive side: counters and the per-message work of a batch (``recv_table``: sender ->
     :class:`UnicastReceiver`, ``send_table``: dest -> ``UnicastConnection``, ``pending_acks``: sender -> the
-    delayed ACK, all the protocol's, guarded by its lock, which the caller of :meth:`process` holds)."""
+    delayed ACK, all the protocol's, guarded by its lock, which the caller of :meth:`process` holds).
+
+    Senders that are not in ``members`` (strangers, joiners, other partitions' coordinators) get receive
+    windows too (a joiner's JOIN_REQ travels over UNICAST), but bounded ones: at most ``max_nonmembers``
+    windows (``nonmembers`` keeps them in least recently used order; beyond, the least recently used goes),
+    and such a window takes only seqnos less than ``nonmember_window`` ahead of the next one to deliver
+    (the sender retransmits the others). :meth:`expire_nonmembers` drops the idle ones."""
 
     cdef public dict recv_table
     cdef public dict send_table
@@ -195,8 +207,14 @@ cdef class UnicastReceive:
     cdef public int64_t duplicates
     cdef public int64_t dropped_unknown_conn
     cdef public int64_t dropped_bad_seqno
+    cdef public int64_t dropped_nonmember_window   # seqnos of non-members beyond nonmember_window
+    cdef public int64_t nonmembers_evicted         # windows of non-members dropped for newer ones
     cdef public bint delay_acks           # ack_delay > 0: ACKs wait in pending_acks (the protocol sends them)
     cdef public int64_t ack_threshold     # unacked messages from one sender that are acked at once
+    cdef public frozenset members         # the view's members
+    cdef public dict nonmembers           # sender -> UnicastReceiver of non-members, least recently used first
+    cdef public Py_ssize_t max_nonmembers
+    cdef public int64_t nonmember_window
 
     def __init__(self, int prot_id, dict recv_table, dict send_table, dict pending_acks):
         self.prot_id = prot_id
@@ -204,6 +222,57 @@ cdef class UnicastReceive:
         self.send_table = send_table
         self.pending_acks = pending_acks
         self.ack_threshold = 1
+        self.members = frozenset()
+        self.nonmembers = {}
+        self.max_nonmembers = 64
+        self.nonmember_window = 8
+
+    def set_members(self, members):
+        """A new view: mark each receiver member or not (the caller has dropped the non-members' ones)."""
+        self.members = frozenset(members)
+        self.nonmembers = {}
+        for sender, e in self.recv_table.items():
+            (<UnicastReceiver>e).member = sender in self.members
+            if not (<UnicastReceiver>e).member:
+                (<UnicastReceiver>e).last_used = monotonic()
+                self.nonmembers[sender] = e
+
+    def forget(self, sender):
+        """Drop sender's receive window and pending ACK (its connection went)."""
+        e = self.recv_table.pop(sender, None)
+        self.nonmembers.pop(sender, None)
+        self.pending_acks.pop(sender, None)
+        return e
+
+    def expire_nonmembers(self, double idle_s):
+        """Drop the windows of non-members idle for idle_s seconds or more; returns their senders."""
+        cdef list gone = []
+        cdef double cutoff = monotonic() - idle_s
+        for sender, e in list(self.nonmembers.items()):     # least recently used first
+            if (<UnicastReceiver>e).last_used > cutoff:
+                break
+            gone.append(sender)
+            self.forget(sender)
+        return gone
+
+    cdef UnicastReceiver _open(self, object sender, int conn_id, int64_t seq, dict acks):
+        """A new connection (a ``first`` message): its window, bounded for a non-member."""
+        cdef bint member = sender in self.members
+        cdef UnicastReceiver e = UnicastReceiver(conn_id, seq, member)
+        cdef object old
+        if self.nonmembers.pop(sender, None) is None and not member:
+            while len(self.nonmembers) >= self.max_nonmembers > 0:
+                old = next(iter(self.nonmembers))
+                self.forget(old)
+                acks.pop(old, None)
+                self.nonmembers_evicted += 1
+        self.recv_table[sender] = e
+        if not member:
+            e.last_used = monotonic()
+            self.nonmembers[sender] = e
+        acks.pop(sender, None)              # an ACK (it has no conn_id) for the old connection
+        self.pending_acks.pop(sender, None) # would acknowledge the new one's seqnos
+        return e
 
     def process(self, list mine, list rest, Py_ssize_t max_batch):
         """Handle a batch of messages with UNICAST's header (in arrival order; the caller holds the protocol's
@@ -211,7 +280,8 @@ cdef class UnicastReceive:
 
         Messages that UNICAST does not handle (multicasts, NO_RELIABILITY) are appended to ``rest``. DATA is
         added to the sender's window on its connection (a ``first`` message for a connection we do not know
-        opens it) and whatever became deliverable is removed (at most ``max_batch`` per message added); ACKs
+        opens it; a non-member's seqno ``nonmember_window`` or more ahead of its window is dropped unacked)
+        and whatever became deliverable is removed (at most ``max_batch`` per message added); ACKs
         release the acknowledged messages of our connection to their sender (the highest of a batch only).
 
         Returns ``(deliver, oob, acks, events)``: regular messages in per-sender order for the delivery
@@ -229,6 +299,7 @@ cdef class UnicastReceive:
         cdef UnicastReceiver entry
         cdef int result, t
         cdef int64_t seq, highest
+        cdef uint64_t ahead
         cdef list ack
         for i in range(n):
             m = <Message>PyList_GET_ITEM(mine, i)
@@ -248,10 +319,7 @@ cdef class UnicastReceive:
                 e = self.recv_table.get(sender)
                 if h.first:
                     if e is None or (<UnicastReceiver>e).conn_id != h.conn_id:
-                        e = UnicastReceiver(h.conn_id, seq)
-                        self.recv_table[sender] = e
-                        acks.pop(sender, None)       # an ACK (it has no conn_id) for the old connection
-                        self.pending_acks.pop(sender, None)   # would acknowledge the new one's seqnos
+                        e = self._open(sender, h.conn_id, seq, acks)
                 elif e is not None and (<UnicastReceiver>e).conn_id != h.conn_id:
                     e = None
                 if e is None:
@@ -261,6 +329,14 @@ cdef class UnicastReceive:
                     events.append(("no_connection", sender, None))
                     continue
                 entry = <UnicastReceiver>e
+                if not entry.member:
+                    ahead = <uint64_t>seq - <uint64_t>entry.win._ntr
+                    if seq > entry.win._ntr and ahead >= <uint64_t>self.nonmember_window:   # holds little
+                        self.dropped_nonmember_window += 1
+                        continue
+                    entry.last_used = monotonic()
+                    if self.nonmembers.pop(sender, None) is not None:     # most recently used: last
+                        self.nonmembers[sender] = entry
                 try:
                     result = entry.win.c_add(seq, m)
                 except OverflowError as err:         # a seqno absurdly far ahead: a bogus message

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 # No Python-level indexing happens on the hot paths; every C array index below is derived from a seqno that
-# was checked against the table's bounds (SeqRing lo/hi/cap, XRange first/last, SQueue head/tail) first.
+# was checked against the table's bounds (SeqRing lo/hi and its pages, XRange runs, SQueue head/tail) first.
 """Seqno bookkeeping of the reliable-delivery protocols: pbcast.NAKACK and UNICAST (JGroups 2.12.2).
 
 * :class:`Retransmitter` -- ``RangeBasedRetransmitter``: missing seqno ranges, each with its own
@@ -20,11 +20,15 @@ caller as ``now`` in milliseconds (float or int, any monotonic clock): the table
 makes them deterministic. A retransmission is rescheduled relative to the ``now`` of the :meth:`due` call
 that returned it, as Java's timer reschedules a task relative to the moment it ran.
 
-Messages live in a circular buffer of ``PyObject*`` indexed by seqno (a power-of-two capacity, doubled
-when a seqno falls beyond it, shrunk when the live span drops below 1/8 of it); the span between the
-lowest and the highest stored seqno of one window is limited to :data:`MAX_WINDOW` (an
-``OverflowError`` names the offending seqno). In-order arrival is O(1) and never touches the
-retransmitter.
+Messages live in pages of ``SEQ_PAGE_SLOTS`` (1024) ``PyObject*`` slots indexed by seqno, allocated when a
+seqno first lands in one and released when it empties, under a directory with one pointer per page of the
+window's span (a power of two, doubled when a seqno falls beyond it, shrunk when the live span drops below
+1/8 of it). Missing ranges keep their missing seqnos as runs. So a window's memory grows with the messages
+it holds, not with the seqnos between them: a sender (or a spoofer of its address) that jumps far ahead costs
+a directory entry per 1024 seqnos of the jump and one page, not a slot per seqno. The span between the
+lowest and the highest stored seqno of one window, and a gap, are limited to :data:`MAX_WINDOW` (an
+``OverflowError`` names the offending seqno; :attr:`~NakReceiverWindow.refused` counts them). In-order
+arrival is O(1) and never touches the retransmitter.
 """
 
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
@@ -37,29 +41,16 @@ cdef extern from "Python.h":
     # PyList_SET_ITEM steals the reference it is given
     void PyList_SET_ITEM_PTR "PyList_SET_ITEM" (object lst, Py_ssize_t i, PyObject* item)
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define JGPY_POPCOUNT64(x) ((int)__builtin_popcountll((unsigned long long)(x)))
-    #define JGPY_CTZ64(x) ((int)__builtin_ctzll((unsigned long long)(x)))
-    #else
-    static int JGPY_POPCOUNT64(unsigned long long x) { int c = 0; while (x) { x &= x - 1; c++; } return c; }
-    static int JGPY_CTZ64(unsigned long long x) { int c = 0; while (!(x & 1ULL)) { x >>= 1; c++; } return c; }
-    #endif
-    """
-    int JGPY_POPCOUNT64(uint64_t x)
-    int JGPY_CTZ64(uint64_t x)     # x != 0
-
-
 #: Largest span (highest - lowest + 1 seqnos) a window may hold, and the largest range a Retransmitter takes.
 MAX_WINDOW = 1 << 24
 #: Cap of the exponential retransmission interval (``ExponentialInterval.MAX``), in ms.
 EXPONENTIAL_MAX = 15000
+#: Seqnos per page of a window (a page is 8 KB of pointers on a 64-bit machine).
+PAGE_SLOTS = SEQ_PAGE_SLOTS
 #: The first seqno of a UNICAST connection (``Global.DEFAULT_FIRST_UNICAST_SEQNO``).
 DEFAULT_FIRST_UNICAST_SEQNO = 1
 
 cdef enum:
-    RING_MIN_CAP = 64
     C_MAX_WINDOW = 1 << 24
     C_EXP_MAX = 15000
 
@@ -103,78 +94,174 @@ cdef int make_intervals(object timeouts, int64_t exponential_backoff, int64_t** 
 
 
 # ---------------------------------------------------------------------------------------------------------
-# SeqRing: circular buffer of owned references indexed by seqno.
+# SeqRing: owned references indexed by seqno, in pages (see tables.pxd). A window's memory is its directory
+# (one pointer per SEQ_PAGE_SLOTS seqnos of its span, a power of two) plus one page per SEQ_PAGE_SLOTS-aligned
+# block of seqnos that holds a message: a handful of messages spread over MAX_WINDOW seqnos costs a few
+# hundred KB, not the 128 MB of a flat array over the span.
+
+cdef enum:
+    PAGE_MASK = SEQ_PAGE_SLOTS - 1
+    DIR_MIN_CAP = 4
+
+
+cdef inline int64_t page_no(int64_t s) noexcept:
+    return s >> SEQ_PAGE_SHIFT         # arithmetic shift: floor division, also for negative seqnos
+
+
+cdef inline int64_t page_last(int64_t s) noexcept:
+    """The last seqno of s's page (no overflow: a page starts at a multiple of SEQ_PAGE_SLOTS)."""
+    return (s - (s & PAGE_MASK)) + PAGE_MASK
+
+
+cdef inline SeqPage* ring_page(SeqRing* r, int64_t s) noexcept:
+    return r.dir[<uint64_t>page_no(s) & r.dmask]
+
 
 cdef int ring_init(SeqRing* r) except -1:
-    r.slots = <PyObject**>PyMem_Malloc(RING_MIN_CAP * sizeof(PyObject*))
-    if r.slots == NULL:
+    r.dir = <SeqPage**>PyMem_Malloc(DIR_MIN_CAP * sizeof(SeqPage*))
+    if r.dir == NULL:
         raise MemoryError()
-    memset(r.slots, 0, RING_MIN_CAP * sizeof(PyObject*))
-    r.cap = RING_MIN_CAP
-    r.mask = RING_MIN_CAP - 1
+    memset(r.dir, 0, DIR_MIN_CAP * sizeof(SeqPage*))
+    r.dcap = DIR_MIN_CAP
+    r.dmask = DIR_MIN_CAP - 1
     r.count = 0
+    r.npages = 0
     r.lo = 0
     r.hi = -1
+    r.spare = NULL
+    r.idle = NULL
+    r.refused = 0
     return 0
 
 
-cdef inline PyObject* ring_get(SeqRing* r, int64_t s):
+cdef SeqPage* page_new(SeqRing* r) except NULL:
+    """An empty page (all slots NULL): the spare one, or a new one."""
+    cdef SeqPage* pg = r.spare
+    if pg != NULL:
+        r.spare = NULL
+        return pg
+    pg = <SeqPage*>PyMem_Malloc(sizeof(SeqPage))
+    if pg == NULL:
+        raise MemoryError()
+    memset(pg, 0, sizeof(SeqPage))
+    return pg
+
+
+cdef inline void page_detach(SeqRing* r, SeqPage* pg) noexcept:
+    r.dir[<uint64_t>pg.pno & r.dmask] = NULL
+    r.npages -= 1
+
+
+cdef inline void page_recycle(SeqRing* r, SeqPage* pg) noexcept:
+    """Keep a detached, emptied page (all slots NULL) as the spare, or free it."""
+    pg.count = 0
+    if r.spare == NULL:
+        r.spare = pg
+    else:
+        PyMem_Free(pg)
+
+
+cdef inline void page_emptied(SeqRing* r, SeqPage* pg) noexcept:
+    """pg has just lost its last object (r.count already updated). When the ring is empty it stays in dir as
+    the idle page, which the next put takes over in place (a stream delivered message by message never
+    gives its page back and takes it again); else it goes."""
+    if r.count == 0:
+        r.idle = pg
+    else:
+        page_detach(r, pg)
+        page_recycle(r, pg)
+
+
+cdef SeqPage* page_attach(SeqRing* r, int64_t s, uint64_t idx) except NULL:
+    """Give s's empty directory slot idx a page: the idle one (moved from its slot), the spare, or a new one."""
+    cdef SeqPage* pg = r.idle
+    if pg != NULL:
+        r.dir[<uint64_t>pg.pno & r.dmask] = NULL
+    else:
+        pg = page_new(r)
+        r.npages += 1
+    pg.pno = page_no(s)
+    r.dir[idx] = pg
+    return pg
+
+
+cdef inline PyObject* ring_get(SeqRing* r, int64_t s) noexcept:
     """Borrowed reference to the object stored at seqno s, or NULL."""
+    cdef SeqPage* pg
     if r.count == 0 or s < r.lo or s > r.hi:
         return NULL
-    return r.slots[<uint64_t>s & r.mask]
+    pg = ring_page(r, s)
+    if pg == NULL:
+        return NULL
+    return pg.slots[<uint64_t>s & PAGE_MASK]
 
 
 cdef int ring_resize(SeqRing* r, Py_ssize_t new_cap) except -1:
-    cdef PyObject** ns = <PyObject**>PyMem_Malloc(new_cap * sizeof(PyObject*))
+    """Move the pages into a directory of new_cap slots (a power of two >= the page span)."""
+    cdef SeqPage** nd = <SeqPage**>PyMem_Malloc(new_cap * sizeof(SeqPage*))
     cdef uint64_t nmask = <uint64_t>(new_cap - 1)
-    cdef int64_t s
-    if ns == NULL:
+    cdef Py_ssize_t i
+    cdef SeqPage* pg
+    if nd == NULL:
         raise MemoryError()
-    memset(ns, 0, new_cap * sizeof(PyObject*))
-    if r.count > 0:
-        s = r.lo
-        while True:
-            ns[<uint64_t>s & nmask] = r.slots[<uint64_t>s & r.mask]
-            if s == r.hi:
-                break
-            s += 1
-    PyMem_Free(r.slots)
-    r.slots = ns
-    r.cap = new_cap
-    r.mask = nmask
+    memset(nd, 0, new_cap * sizeof(SeqPage*))
+    for i in range(r.dcap):
+        pg = r.dir[i]
+        if pg != NULL:
+            nd[<uint64_t>pg.pno & nmask] = pg
+    PyMem_Free(r.dir)
+    r.dir = nd
+    r.dcap = new_cap
+    r.dmask = nmask
     return 0
 
 
+cdef int ring_refuse(SeqRing* r, int64_t s) except -1:
+    r.refused += 1
+    raise OverflowError(f"seqno {s} is too far from the window's stored seqnos [{r.lo}, {r.hi}]: a span of "
+                        f"more than MAX_WINDOW ({C_MAX_WINDOW}) seqnos")
+
+
 cdef int ring_grow(SeqRing* r, int64_t s) except -1:
-    cdef int64_t lo = s if s < r.lo else r.lo
-    cdef int64_t hi = s if s > r.hi else r.hi
-    cdef uint64_t span = <uint64_t>hi - <uint64_t>lo + 1
-    cdef Py_ssize_t new_cap = r.cap * 2
-    if span > <uint64_t>C_MAX_WINDOW:
-        raise OverflowError(f"seqno {s} is too far from the window's stored seqnos [{r.lo}, {r.hi}]: "
-                            f"a span of {span} seqnos exceeds MAX_WINDOW ({C_MAX_WINDOW})")
-    while <uint64_t>new_cap < span:
+    """The slow part of ring_reserve: refuse s (OverflowError) or grow the directory for it."""
+    cdef int64_t plo = page_no(s if s < r.lo else r.lo)
+    cdef int64_t phi = page_no(s if s > r.hi else r.hi)
+    cdef Py_ssize_t new_cap = r.dcap * 2
+    if s > r.hi:
+        if <uint64_t>s - <uint64_t>r.lo >= <uint64_t>C_MAX_WINDOW:
+            return ring_refuse(r, s)
+    elif <uint64_t>r.hi - <uint64_t>s >= <uint64_t>C_MAX_WINDOW:
+        return ring_refuse(r, s)
+    if phi - plo < r.dcap:
+        return 0
+    while new_cap < phi - plo + 1:
         new_cap *= 2
     return ring_resize(r, new_cap)
 
 
 cdef inline int ring_reserve(SeqRing* r, int64_t s) except -1:
-    """Make room for seqno s (growing the buffer if needed); stores nothing."""
-    if r.count == 0:
+    """Make room for seqno s in the directory, refusing a span of more than MAX_WINDOW seqnos (OverflowError);
+    stores nothing and allocates no page."""
+    if r.count == 0 or (s >= r.lo and s <= r.hi):
         return 0
-    if s >= r.lo:
-        if s <= r.hi or <uint64_t>s - <uint64_t>r.lo < <uint64_t>r.cap:
-            return 0
-    elif <uint64_t>r.hi - <uint64_t>s < <uint64_t>r.cap:
-        return 0
+    if s > r.hi and <uint64_t>s - <uint64_t>r.lo < <uint64_t>C_MAX_WINDOW and page_no(s) - page_no(r.lo) < r.dcap:
+        return 0                          # (the common case: s just beyond the highest stored seqno)
     return ring_grow(r, s)
 
 
-cdef inline void ring_put(SeqRing* r, int64_t s, object o):
-    """Store o at s (new reference). Preconditions: ring_reserve(r, s) succeeded and slot s is empty."""
+cdef inline int ring_put(SeqRing* r, int64_t s, object o) except -1:
+    """Store o at s (new reference), allocating s's page if it has none (MemoryError). Preconditions:
+    ring_reserve(r, s) succeeded and slot s is empty."""
+    cdef uint64_t idx = <uint64_t>page_no(s) & r.dmask
+    cdef SeqPage* pg = r.dir[idx]
+    if pg == NULL:
+        pg = page_attach(r, s, idx)
+    elif pg.count == 0:                   # the idle page (the ring is empty): s's page now
+        pg.pno = page_no(s)
+    r.idle = NULL                         # (a put into an empty ring always takes the idle page over)
     Py_INCREF(o)
-    r.slots[<uint64_t>s & r.mask] = <PyObject*>o
+    pg.slots[<uint64_t>s & PAGE_MASK] = <PyObject*>o
+    pg.count += 1
     if r.count == 0:
         r.lo = s
         r.hi = s
@@ -183,123 +270,256 @@ cdef inline void ring_put(SeqRing* r, int64_t s, object o):
     elif s > r.hi:
         r.hi = s
     r.count += 1
+    return 0
 
 
-cdef inline PyObject* ring_take(SeqRing* r, int64_t s):
-    """Remove seqno s and hand its (owned) reference to the caller; NULL if absent."""
-    cdef PyObject* p = ring_get(r, s)
-    if p == NULL:
-        return NULL
-    r.slots[<uint64_t>s & r.mask] = NULL
-    r.count -= 1
-    if r.count > 0:
-        # something else is stored in [lo, hi], so s+1 <= hi resp. s-1 >= lo
-        if s == r.lo:
-            r.lo = s + 1
-        elif s == r.hi:
-            r.hi = s - 1
-    return p
-
-
-cdef Py_ssize_t ring_run(SeqRing* r, int64_t s, Py_ssize_t limit):
+cdef inline Py_ssize_t ring_run(SeqRing* r, int64_t s, Py_ssize_t limit) noexcept:
     """How many consecutive seqnos s, s+1, ... are present (at most limit when limit > 0)."""
     cdef Py_ssize_t n = 0
+    cdef SeqPage* pg
+    cdef uint64_t off
     if r.count == 0 or s < r.lo or s > r.hi:
         return 0
-    while r.slots[<uint64_t>s & r.mask] != NULL:
-        n += 1
-        if (limit > 0 and n >= limit) or s == r.hi:
-            break
-        s += 1
-    return n
-
-
-cdef Py_ssize_t ring_clear_upto(SeqRing* r, int64_t upto):
-    """Drop every stored seqno <= upto; returns how many were dropped."""
-    cdef Py_ssize_t n = 0
-    cdef int64_t s
-    cdef PyObject* p
-    if r.count == 0 or upto < r.lo:
-        return 0
-    s = r.lo
-    while r.count > 0 and s <= upto and s <= r.hi:
-        p = r.slots[<uint64_t>s & r.mask]
-        if p != NULL:
-            r.slots[<uint64_t>s & r.mask] = NULL
-            r.count -= 1
+    while True:
+        pg = ring_page(r, s)
+        if pg == NULL:
+            return n
+        off = <uint64_t>s & PAGE_MASK
+        while True:
+            if pg.slots[off] == NULL:
+                return n
             n += 1
+            if (limit > 0 and n >= limit) or s == r.hi:
+                return n
+            s += 1
+            off += 1
+            if off == SEQ_PAGE_SLOTS:
+                break
+
+
+cdef inline void ring_take_run(SeqRing* r, int64_t s, Py_ssize_t n, list out, bint remove) noexcept:
+    """Put the references of the n present seqnos s..s+n-1 (see ring_run) into out (a PyList_New(n)):
+    moved out of the ring with remove, else new references. Nothing is decref'd, so no finaliser runs."""
+    cdef Py_ssize_t i = 0, k, j
+    cdef int64_t start = s
+    cdef SeqPage* pg
+    cdef PyObject** slots
+    while i < n:
+        pg = ring_page(r, s)
+        slots = &pg.slots[<uint64_t>s & PAGE_MASK]
+        k = SEQ_PAGE_SLOTS - <Py_ssize_t>(<uint64_t>s & PAGE_MASK)
+        if k > n - i:
+            k = n - i
+        if remove:
+            for j in range(k):
+                PyList_SET_ITEM_PTR(out, i + j, slots[j])
+                slots[j] = NULL
+            pg.count -= k
+            r.count -= k
+            if pg.count == 0:
+                page_emptied(r, pg)
+        else:
+            for j in range(k):
+                Py_INCREF(<object>slots[j])
+                PyList_SET_ITEM_PTR(out, i + j, slots[j])
+        i += k
+        if i < n:
+            s += k
+    if remove and r.count > 0:
+        # something else is stored in [lo, hi] outside the run: keep lo/hi bounds of what is left
+        if start == r.lo:
+            r.lo = start + n
+        elif start + (n - 1) == r.hi:
+            r.hi = start - 1
+
+
+cdef Py_ssize_t ring_clear_upto(SeqRing* r, int64_t upto) noexcept:
+    """Drop every stored seqno <= upto; returns how many were dropped. The ring is consistent whenever a
+    reference is dropped (a finaliser may look at it): a whole page is detached first, then emptied."""
+    cdef Py_ssize_t n = 0, j
+    cdef int64_t s, pend
+    cdef SeqPage* pg
+    cdef PyObject* p
+    while r.count > 0 and r.lo <= upto:
+        s = r.lo
+        pg = ring_page(r, s)
+        pend = page_last(s)
+        if pg == NULL:                            # nothing stored from lo to the end of its page
+            r.lo = pend + 1                       # (hi is stored, so pend < hi)
+            continue
+        if pend <= upto:                          # the whole page goes
+            page_detach(r, pg)
+            r.count -= pg.count
+            n += pg.count
             if r.count > 0:
-                r.lo = s + 1     # consistent before the reference is dropped
-            Py_XDECREF(p)
-        if s == INT64_MAX:
-            break
-        s += 1
+                r.lo = pend + 1
+            for j in range(SEQ_PAGE_SLOTS):
+                p = pg.slots[j]
+                if p != NULL:
+                    pg.slots[j] = NULL
+                    Py_XDECREF(p)
+            page_recycle(r, pg)
+            continue
+        # the last page, partly dropped: seqno by seqno (s <= upto < pend, so s + 1 never overflows)
+        while s <= upto:
+            p = pg.slots[<uint64_t>s & PAGE_MASK]
+            if p != NULL:
+                pg.slots[<uint64_t>s & PAGE_MASK] = NULL
+                pg.count -= 1
+                r.count -= 1
+                n += 1
+                r.lo = s + 1
+                if pg.count == 0:
+                    page_emptied(r, pg)
+                    Py_XDECREF(p)
+                    break
+                Py_XDECREF(p)
+            else:
+                r.lo = s + 1
+            s += 1
+        break
     return n
 
 
-cdef void ring_clear(SeqRing* r):
-    """Drop every stored object (the capacity stays)."""
-    cdef int64_t s
+cdef void ring_clear(SeqRing* r) noexcept:
+    """Drop every stored object (the directory stays; see ring_maybe_shrink)."""
+    cdef Py_ssize_t i = 0, j
+    cdef SeqPage* pg
     cdef PyObject* p
-    if r.count == 0:
-        return
-    s = r.lo
-    while r.count > 0 and s <= r.hi:
-        p = r.slots[<uint64_t>s & r.mask]
-        if p != NULL:
-            r.slots[<uint64_t>s & r.mask] = NULL
-            r.count -= 1
-            if r.count > 0:
-                r.lo = s + 1
-            Py_XDECREF(p)
-        if s == INT64_MAX:
-            break
-        s += 1
+    while r.count > 0 and i < r.dcap:
+        pg = r.dir[i]
+        i += 1
+        if pg == NULL:
+            continue
+        page_detach(r, pg)
+        r.count -= pg.count
+        for j in range(SEQ_PAGE_SLOTS):
+            p = pg.slots[j]
+            if p != NULL:
+                pg.slots[j] = NULL
+                Py_XDECREF(p)
+        page_recycle(r, pg)
 
 
-cdef int ring_maybe_shrink(SeqRing* r) except -1:
-    """Compact: shrink the buffer when the live span has fallen below 1/8 of the capacity."""
-    cdef uint64_t span
+cdef inline int ring_maybe_shrink(SeqRing* r) except -1:
+    """Compact: shrink the directory when the live page span has fallen below 1/8 of it."""
+    if r.dcap <= DIR_MIN_CAP:
+        return 0
+    return ring_shrink(r)
+
+
+cdef int ring_shrink(SeqRing* r) except -1:
+    cdef int64_t span
     cdef Py_ssize_t new_cap
-    if r.cap <= RING_MIN_CAP:
+    span = 0 if r.count == 0 else page_no(r.hi) - page_no(r.lo) + 1
+    if span * 8 > r.dcap:
         return 0
-    span = 0 if r.count == 0 else <uint64_t>r.hi - <uint64_t>r.lo + 1
-    if span * 8 > <uint64_t>r.cap:
-        return 0
-    new_cap = RING_MIN_CAP
-    while <uint64_t>new_cap < span * 2:
+    new_cap = DIR_MIN_CAP
+    while new_cap < span * 2:
         new_cap *= 2
-    if new_cap < r.cap:
+    if new_cap < r.dcap:
         ring_resize(r, new_cap)
     return 0
 
 
-cdef void ring_free(SeqRing* r):
-    if r.slots != NULL:
+cdef void ring_free(SeqRing* r) noexcept:
+    if r.dir != NULL:
         ring_clear(r)
-        PyMem_Free(r.slots)
-        r.slots = NULL
-    r.cap = 0
+        PyMem_Free(r.dir)
+        r.dir = NULL
+    PyMem_Free(r.idle)                    # (empty, and in no directory any more)
+    r.idle = NULL
+    PyMem_Free(r.spare)
+    r.spare = NULL
+    r.dcap = 0
     r.count = 0
 
 
-cdef list ring_range(SeqRing* r, int64_t first, int64_t last):
-    """The stored objects with first <= seqno <= last, ascending."""
+cdef inline Py_ssize_t ring_live_pages(SeqRing* r) noexcept:
+    """Pages that hold something (the idle one does not)."""
+    return r.npages - (1 if r.idle != NULL else 0)
+
+
+cdef Py_ssize_t ring_memory(SeqRing* r) noexcept:
+    """Bytes the ring has allocated: the directory and the pages, the spare one included."""
+    return r.dcap * sizeof(SeqPage*) + (r.npages + (1 if r.spare != NULL else 0)) * sizeof(SeqPage)
+
+
+cdef list ring_range(SeqRing* r, int64_t first, int64_t last, Py_ssize_t limit):
+    """The stored objects with first <= seqno <= last, ascending (at most limit when limit > 0); absent pages
+    are skipped whole."""
     cdef list out = []
     cdef PyObject* p
-    cdef int64_t s
+    cdef SeqPage* pg
+    cdef int64_t s, pend
     if r.count == 0 or first > last:
         return out
     if first < r.lo:
         first = r.lo
     if last > r.hi:
         last = r.hi
+    if first > last:
+        return out
     s = first
-    while s <= last:
-        p = r.slots[<uint64_t>s & r.mask]
-        if p != NULL:
-            out.append(<object>p)
-        s += 1
+    while True:
+        pg = ring_page(r, s)
+        pend = page_last(s)
+        if pend > last:
+            pend = last
+        if pg != NULL:
+            while True:
+                p = pg.slots[<uint64_t>s & PAGE_MASK]
+                if p != NULL:
+                    out.append(<object>p)
+                    if limit > 0 and len(out) >= limit:
+                        return out
+                if s == pend:
+                    break
+                s += 1
+        if pend == last:
+            return out
+        s = pend + 1
+
+
+cdef list ring_missing(SeqRing* r, int64_t s, int64_t end):
+    """The seqnos in [s, end] that are not stored, as ascending (first, last) runs; absent pages are skipped
+    whole."""
+    cdef list out = []
+    cdef int64_t run_start = 0, pend
+    cdef bint in_run = False
+    cdef SeqPage* pg
+    if s > end:
+        return out
+    if r.count == 0 or r.lo > end or r.hi < s:
+        return [(s, end)]
+    while True:
+        pg = ring_page(r, s)
+        if pg != NULL and pg.pno != page_no(s):   # another page in the slot s's page would have
+            pg = NULL
+        pend = page_last(s)
+        if pend > end:
+            pend = end
+        if pg == NULL:
+            if not in_run:
+                in_run = True
+                run_start = s
+        else:
+            while True:
+                if pg.slots[<uint64_t>s & PAGE_MASK] == NULL:
+                    if not in_run:
+                        in_run = True
+                        run_start = s
+                elif in_run:
+                    out.append((run_start, s - 1))
+                    in_run = False
+                if s == pend:
+                    break
+                s += 1
+        if pend == end:
+            break
+        s = pend + 1
+    if in_run:
+        out.append((run_start, end))
     return out
 
 
@@ -311,44 +531,57 @@ cdef int64_t to_seqno(object v, str what) except? -1:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Bit sets of XRange (bit set = received).
+# The missing runs of an XRange.
 
-cdef inline bint bit_get(uint64_t* b, int64_t i):
-    return (b[i >> 6] >> (i & 63)) & 1
-
-
-cdef int64_t bits_set_range(uint64_t* b, int64_t a, int64_t z):
-    """Set bits a..z (inclusive); returns how many were not set before."""
-    cdef int64_t w, wa = a >> 6, wz = z >> 6
-    cdef uint64_t m
-    cdef int64_t newly = 0
-    w = wa
-    while w <= wz:
-        m = ~(<uint64_t>0)
-        if w == wa:
-            m &= ~(<uint64_t>0) << (a & 63)
-        if w == wz:
-            m &= ~(<uint64_t>0) >> (63 - (z & 63))
-        newly += JGPY_POPCOUNT64(m & ~b[w])
-        b[w] |= m
-        w += 1
-    return newly
+cdef inline XRun* xr_runs(XRange* x) noexcept:
+    return x.runs if x.runs != NULL else &x.one
 
 
-cdef int64_t bits_next(uint64_t* b, int64_t i, int64_t n, bint value):
-    """First index >= i and < n whose bit equals value; n if there is none."""
-    cdef uint64_t w
-    cdef int64_t r
-    while i < n:
-        w = b[i >> 6]
-        if not value:
-            w = ~w
-        w &= ~(<uint64_t>0) << (i & 63)
-        if w != 0:
-            r = (i & ~(<int64_t>63)) + JGPY_CTZ64(w)
-            return r if r < n else n
-        i = (i | 63) + 1
-    return n
+cdef Py_ssize_t runs_find(XRun* runs, Py_ssize_t n, int64_t s) noexcept:
+    """Index of the first run whose b >= s (n if none)."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    if n > 0 and runs[0].b >= s:
+        return 0
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if runs[mid].b < s:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef int xr_split(XRange* x, Py_ssize_t j, int64_t s) except -1:
+    """Seqno s arrived strictly inside run j: [a, b] becomes [a, s-1] and [s+1, b]."""
+    cdef XRun* nr
+    cdef Py_ssize_t new_cap
+    if x.runs == NULL:
+        nr = <XRun*>PyMem_Malloc(4 * sizeof(XRun))
+        if nr == NULL:
+            raise MemoryError()
+        nr[0] = x.one
+        x.runs = nr
+        x.runs_cap = 4
+    elif x.nruns == x.runs_cap:
+        new_cap = x.runs_cap * 2
+        nr = <XRun*>PyMem_Realloc(x.runs, new_cap * sizeof(XRun))
+        if nr == NULL:
+            raise MemoryError()
+        x.runs = nr
+        x.runs_cap = new_cap
+    memmove(&x.runs[j + 2], &x.runs[j + 1], (x.nruns - j - 1) * sizeof(XRun))
+    x.runs[j + 1].a = s + 1
+    x.runs[j + 1].b = x.runs[j].b
+    x.runs[j].b = s - 1
+    x.nruns += 1
+    return 0
+
+
+cdef void xr_drop_runs(XRange* x, Py_ssize_t j, Py_ssize_t k) noexcept:
+    """Remove runs j..j+k-1 (their seqnos arrived)."""
+    cdef XRun* runs = xr_runs(x)
+    memmove(&runs[j], &runs[j + k], (x.nruns - j - k) * sizeof(XRun))
+    x.nruns -= k
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -361,6 +594,10 @@ cdef class Retransmitter:
     ``timeouts[2]``, ... later, then by the last value forever (``StaticInterval``). With
     ``exponential_backoff > 0`` the intervals are ``exponential_backoff``, doubled each time, capped at
     15000 ms (``ExponentialInterval``), and ``timeouts`` is ignored.
+
+    Java's ranges keep a bit per seqno; here a range keeps its missing seqnos as runs, so its memory grows with
+    the seqnos that arrived inside it (each may split a run), not with its length: a range of MAX_WINDOW
+    missing seqnos costs as little as one of a single seqno.
     """
 
     def __cinit__(self, timeouts=DEF_TIMEOUTS, exponential_backoff=0):
@@ -368,6 +605,7 @@ cdef class Retransmitter:
         self._n = 0
         self._cap = 0
         self._missing = 0
+        self._nruns = 0
         self._iv = NULL
         self._niv = 0
         self._next = 0.0
@@ -399,19 +637,10 @@ cdef class Retransmitter:
         cdef Py_ssize_t new_cap
         cdef XRange* nr
         cdef XRange* x
-        cdef uint64_t* bits = NULL
-        cdef int64_t nwords
-        if first < last:
-            nwords = ((last - first) >> 6) + 1
-            bits = <uint64_t*>PyMem_Malloc(nwords * sizeof(uint64_t))
-            if bits == NULL:
-                raise MemoryError()
-            memset(bits, 0, nwords * sizeof(uint64_t))
         if self._n == self._cap:
             new_cap = 8 if self._cap == 0 else self._cap * 2
             nr = <XRange*>PyMem_Realloc(self._r, new_cap * sizeof(XRange))
             if nr == NULL:
-                PyMem_Free(bits)
                 raise MemoryError()
             self._r = nr
             self._cap = new_cap
@@ -422,10 +651,17 @@ cdef class Retransmitter:
         x.last = last
         x.missing = last - first + 1
         x.nxmits = 0
+        x.resume = first
+        x.resuming = False
         x.next_time = now + <double>self._iv[0]
         x.stage = 1 if self._niv > 1 else 0
-        x.bits = bits
+        x.nruns = 1
+        x.runs_cap = 0
+        x.one.a = first
+        x.one.b = last
+        x.runs = NULL
         self._n += 1
+        self._nruns += 1
         self._missing += x.missing
         if self._n == 1:
             self._next = x.next_time
@@ -434,15 +670,28 @@ cdef class Retransmitter:
             self._next = x.next_time
         return 0
 
-    cdef void _drop(self, Py_ssize_t idx):
+    cdef void _drop(self, Py_ssize_t idx) noexcept:
         cdef XRange* x = &self._r[idx]
         self._missing -= x.missing
+        self._nruns -= x.nruns
         if self._next_valid and x.next_time <= self._next:
             self._next_valid = False
-        PyMem_Free(x.bits)
+        PyMem_Free(x.runs)
         self._n -= 1
         if idx < self._n:
             memmove(&self._r[idx], &self._r[idx + 1], (self._n - idx) * sizeof(XRange))
+        self._maybe_shrink()
+
+    cdef void _maybe_shrink(self) noexcept:
+        """Give memory back once most ranges are gone (a burst of gaps must not pin its peak)."""
+        cdef XRange* nr
+        cdef Py_ssize_t new_cap
+        if self._cap > 64 and self._n * 4 < self._cap:
+            new_cap = self._cap // 2
+            nr = <XRange*>PyMem_Realloc(self._r, new_cap * sizeof(XRange))
+            if nr != NULL:
+                self._r = nr
+                self._cap = new_cap
 
     # ---- C API
 
@@ -470,89 +719,128 @@ cdef class Retransmitter:
             idx += 1
         return self._insert(idx, cur, last, now)
 
-    cdef int64_t c_remove(self, int64_t seqno):
-        cdef Py_ssize_t idx
+    cdef int64_t c_remove(self, int64_t seqno) except -1:
+        cdef Py_ssize_t idx, j
         cdef XRange* x
-        cdef int64_t off, res
+        cdef XRun* runs
+        cdef int64_t res
         if self._n == 0:
             return 0
         idx = self._lower(seqno)
         if idx == self._n or self._r[idx].first > seqno:
             return 0
         x = &self._r[idx]
+        runs = xr_runs(x)
+        j = runs_find(runs, x.nruns, seqno)
+        if j == x.nruns or runs[j].a > seqno:
+            return 0                              # arrived before
         res = x.nxmits
-        if x.bits == NULL:
-            self._drop(idx)
-            return res
-        off = seqno - x.first
-        if bit_get(x.bits, off):
-            return 0
-        x.bits[off >> 6] |= (<uint64_t>1) << (off & 63)
+        if runs[j].a == runs[j].b:
+            xr_drop_runs(x, j, 1)
+            self._nruns -= 1
+        elif runs[j].a == seqno:
+            runs[j].a = seqno + 1
+        elif runs[j].b == seqno:
+            runs[j].b = seqno - 1
+        else:
+            xr_split(x, j, seqno)
+            self._nruns += 1
         x.missing -= 1
         self._missing -= 1
         if x.missing == 0:
             self._drop(idx)
         return res
 
-    cdef void c_remove_up_to(self, int64_t seqno):
-        cdef Py_ssize_t k = 0, i
+    cdef void c_remove_up_to(self, int64_t seqno) noexcept:
+        cdef Py_ssize_t k = 0, i, j
         cdef XRange* x
-        cdef int64_t newly
+        cdef XRun* runs
+        cdef int64_t gone = 0
         while k < self._n and self._r[k].last <= seqno:
             k += 1
         if k > 0:
             for i in range(k):
                 self._missing -= self._r[i].missing
-                PyMem_Free(self._r[i].bits)
+                self._nruns -= self._r[i].nruns
+                PyMem_Free(self._r[i].runs)
             self._n -= k
             if self._n > 0:
                 memmove(&self._r[0], &self._r[k], self._n * sizeof(XRange))
             self._next_valid = False
+            self._maybe_shrink()
         if self._n > 0 and self._r[0].first <= seqno:
-            x = &self._r[0]      # first <= seqno < last: a multi-seqno range, so bits != NULL
-            newly = bits_set_range(x.bits, 0, seqno - x.first)
-            x.missing -= newly
-            self._missing -= newly
+            x = &self._r[0]      # first <= seqno < last
+            runs = xr_runs(x)
+            j = runs_find(runs, x.nruns, seqno + 1)     # runs before j lie entirely <= seqno
+            for i in range(j):
+                gone += runs[i].b - runs[i].a + 1
+            if j < x.nruns and runs[j].a <= seqno:
+                gone += seqno - runs[j].a + 1
+                runs[j].a = seqno + 1
+            if j > 0:
+                xr_drop_runs(x, 0, j)
+                self._nruns -= j
+            x.missing -= gone
+            self._missing -= gone
             if x.missing == 0:
                 self._drop(0)
 
-    cdef list c_due(self, double now):
+    cdef list c_due(self, double now, int64_t budget):
+        """See :meth:`due`; budget <= 0: no limit."""
         cdef list out = []
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, j
         cdef XRange* x
-        cdef int64_t size, a, z
-        cdef double nmin
+        cdef XRun* runs
+        cdef int64_t left = budget if budget > 0 else INT64_MAX, a, b
+        cdef double nmin = 0.0
+        cdef bint cut
         if self._n == 0 or (self._next_valid and now < self._next):
             return out
-        nmin = 0.0
         for i in range(self._n):
             x = &self._r[i]
-            if x.next_time <= now:
-                if x.bits == NULL:
-                    out.append((x.first, x.first))
+            if x.next_time <= now and left > 0:
+                runs = xr_runs(x)
+                j = 0
+                if x.resuming:
+                    j = runs_find(runs, x.nruns, x.resume)
                 else:
-                    size = x.last - x.first + 1
-                    a = bits_next(x.bits, 0, size, False)
-                    while a < size:
-                        z = bits_next(x.bits, a, size, True)
-                        out.append((x.first + a, x.first + z - 1))
-                        a = bits_next(x.bits, z, size, False)
-                x.nxmits += 1
-                x.next_time = now + <double>self._iv[x.stage]
-                if x.stage < self._niv - 1:
-                    x.stage += 1
+                    x.nxmits += 1
+                b = 0
+                while j < x.nruns and left > 0:
+                    a = runs[j].a
+                    if x.resuming and a < x.resume:
+                        a = x.resume
+                    b = runs[j].b
+                    if b - a >= left:             # the budget ends inside this run
+                        b = a + left - 1
+                    out.append((a, b))
+                    left -= b - a + 1
+                    if b < runs[j].b:
+                        break
+                    j += 1
+                cut = j < x.nruns                 # seqnos of this range not returned in this round
+                if cut:
+                    x.resume = b + 1              # (b < INT64_MAX: a run beyond b remains)
+                if cut:                           # the rest of this round on the next call
+                    x.resuming = True
+                else:
+                    x.resuming = False
+                    x.next_time = now + <double>self._iv[x.stage]
+                    if x.stage < self._niv - 1:
+                        x.stage += 1
             if i == 0 or x.next_time < nmin:
                 nmin = x.next_time
         self._next = nmin
         self._next_valid = True
         return out
 
-    cdef void c_clear(self):
+    cdef void c_clear(self) noexcept:
         cdef Py_ssize_t i
         for i in range(self._n):
-            PyMem_Free(self._r[i].bits)
+            PyMem_Free(self._r[i].runs)
         self._n = 0
         self._missing = 0
+        self._nruns = 0
         self._next_valid = False
 
     # ---- Python API
@@ -571,11 +859,15 @@ cdef class Retransmitter:
         """Drop every missing seqno <= seqno."""
         self.c_remove_up_to(to_seqno(seqno, "seqno"))
 
-    def due(self, double now):
+    def due(self, double now, max_seqnos=0):
         """The still-missing sub-ranges ``(first, last)`` (ascending, inclusive, consecutive missing seqnos
         coalesced per range) of every range whose retransmission time is <= now; each such range is
-        rescheduled by its next interval. A range with a hole in the middle yields two tuples."""
-        return self.c_due(now)
+        rescheduled by its next interval. A range with a hole in the middle yields two tuples.
+
+        ``max_seqnos > 0`` bounds the seqnos returned by this call (lowest first). A range cut short stays due
+        and is not rescheduled: the next call goes on where this one stopped, and the range is rescheduled
+        once all its missing seqnos have been returned in the round."""
+        return self.c_due(now, to_seqno(max_seqnos, "max_seqnos"))
 
     def next_due(self):
         """The earliest scheduled retransmission time, or None when nothing is missing."""
@@ -603,6 +895,19 @@ cdef class Retransmitter:
         """The retransmission intervals (ms); the last one repeats forever."""
         return tuple([self._iv[i] for i in range(self._niv)])
 
+    @property
+    def memory(self):
+        """Bytes allocated for the ranges and their runs."""
+        cdef Py_ssize_t i, n = self._cap * sizeof(XRange)
+        for i in range(self._n):
+            n += self._r[i].runs_cap * sizeof(XRun)
+        return n
+
+    @property
+    def num_runs(self):
+        """Number of missing runs over all ranges (what the memory grows with)."""
+        return self._nruns
+
     def clear(self):
         """Forget every range (``Retransmitter.reset``)."""
         self.c_clear()
@@ -629,7 +934,8 @@ cdef class NakReceiverWindow:
     def __cinit__(self, highest_delivered=0, lowest=0, timeouts=DEF_TIMEOUTS, exponential_backoff=0):
         cdef int64_t hd = to_seqno(highest_delivered, "highest_delivered")
         cdef int64_t lw = to_seqno(lowest, "lowest")
-        self._ring.slots = NULL
+        self._ring.dir = NULL
+        self._ring.spare = NULL
         ring_init(&self._ring)
         self._hd = hd
         self._hr = hd
@@ -669,6 +975,10 @@ cdef class NakReceiverWindow:
             self.retransmitter.c_remove(seqno)
             return 1
         # case 4: seqno > highest_received + 1: a gap [highest_received + 1, seqno - 1]
+        if <uint64_t>seqno - <uint64_t>next_to_add > <uint64_t>C_MAX_WINDOW:
+            self._ring.refused += 1
+            raise OverflowError(f"seqno {seqno} is too far ahead of the highest received ({self._hr}): a gap "
+                                f"larger than MAX_WINDOW ({C_MAX_WINDOW}) seqnos")
         ring_reserve(&self._ring, seqno)
         self.retransmitter.c_add(next_to_add, seqno - 1, now)
         ring_put(&self._ring, seqno, msg)
@@ -676,24 +986,13 @@ cdef class NakReceiverWindow:
         return 1
 
     cdef list c_remove_many(self, bint remove_msgs, Py_ssize_t max_results):
-        cdef Py_ssize_t n, i
-        cdef int64_t s
-        cdef PyObject* p
+        cdef Py_ssize_t n = ring_run(&self._ring, self._hd + 1, max_results)
         cdef list out
-        n = ring_run(&self._ring, self._hd + 1, max_results)
         if n == 0:
             return []
         out = PyList_New(n)
-        s = self._hd + 1
-        for i in range(n):
-            if remove_msgs:
-                p = ring_take(&self._ring, s)       # the window's reference moves into the list
-            else:
-                p = self._ring.slots[<uint64_t>s & self._ring.mask]
-                Py_INCREF(<object>p)
-            PyList_SET_ITEM_PTR(out, i, p)
-            s += 1
-        self._hd = s - 1
+        ring_take_run(&self._ring, self._hd + 1, n, out, remove_msgs)
+        self._hd += n
         if remove_msgs:
             ring_maybe_shrink(&self._ring)
         return out
@@ -743,9 +1042,10 @@ cdef class NakReceiverWindow:
         """The message stored at seqno, or None."""
         return self.c_get(to_seqno(seqno, "seqno"))
 
-    def get_range(self, first, last):
-        """The stored messages with first <= seqno <= last, ascending (missing ones are skipped)."""
-        return ring_range(&self._ring, to_seqno(first, "first"), to_seqno(last, "last"))
+    def get_range(self, first, last, Py_ssize_t max_results=0):
+        """The stored messages with first <= seqno <= last, ascending (missing ones are skipped; at most
+        max_results when > 0)."""
+        return ring_range(&self._ring, to_seqno(first, "first"), to_seqno(last, "last"), max_results)
 
     def stable(self, seqno):
         """Purge messages <= seqno and their retransmission entries; ``low = max(low, seqno)``. Ignored
@@ -764,39 +1064,12 @@ cdef class NakReceiverWindow:
 
     def missing(self):
         """The seqnos in (highest_delivered, highest_received] not received, as ascending ``(first, last)``."""
-        cdef list out = []
-        cdef int64_t s = self._hd + 1, end = self._hr, run_start, stop
-        cdef bint in_run = False
-        cdef SeqRing* r = &self._ring
-        if s > end:
-            return out
-        if r.count == 0 or r.lo > end or r.hi < s:
-            return [(s, end)]
-        run_start = s
-        if s < r.lo:
-            in_run = True
-            s = r.lo
-        stop = end if end < r.hi else r.hi
-        while s <= stop:
-            if r.slots[<uint64_t>s & r.mask] == NULL:
-                if not in_run:
-                    in_run = True
-                    run_start = s
-            elif in_run:
-                out.append((run_start, s - 1))
-                in_run = False
-            s += 1
-        if stop < end:
-            if not in_run:
-                run_start = stop + 1
-            out.append((run_start, end))
-        elif in_run:
-            out.append((run_start, end))
-        return out
+        return ring_missing(&self._ring, self._hd + 1, self._hr)
 
-    def xmit_due(self, double now):
-        """Missing ranges whose retransmission is due (see :meth:`Retransmitter.due`)."""
-        return self.retransmitter.c_due(now)
+    def xmit_due(self, double now, max_seqnos=0):
+        """Missing ranges whose retransmission is due, at most ``max_seqnos`` seqnos when > 0 (see
+        :meth:`Retransmitter.due`)."""
+        return self.retransmitter.c_due(now, to_seqno(max_seqnos, "max_seqnos"))
 
     def destroy(self):
         """Drop everything and reset low/highest_delivered/highest_received to 0; later adds are refused."""
@@ -835,8 +1108,18 @@ cdef class NakReceiverWindow:
 
     @property
     def capacity(self):
-        """Slots of the circular buffer (grows by doubling, shrinks when the window empties)."""
-        return self._ring.cap
+        """Slots of the pages in use (a page of SEQ_PAGE_SLOTS seqnos exists while it holds a message)."""
+        return ring_live_pages(&self._ring) * SEQ_PAGE_SLOTS
+
+    @property
+    def memory(self):
+        """Bytes allocated by the window and its retransmitter (directory, pages, ranges; not the messages)."""
+        return ring_memory(&self._ring) + self.retransmitter.memory
+
+    @property
+    def refused(self):
+        """Seqnos refused (``OverflowError``) as too far from the window: more than MAX_WINDOW apart."""
+        return self._ring.refused
 
     @property
     def running(self):
@@ -871,7 +1154,7 @@ cdef int sq_reserve(SQueue* q) except -1:
     return 0
 
 
-cdef void sq_insert(SQueue* q, double t, int64_t seqno):
+cdef void sq_insert(SQueue* q, double t, int64_t seqno) noexcept:
     """Insert keeping the queue sorted by t (FIFO among equal t). Precondition: sq_reserve succeeded."""
     cdef Py_ssize_t lo, hi, mid
     if q.tail == q.head or q.e[q.tail - 1].t <= t:    # monotonic clock: always appended
@@ -891,7 +1174,7 @@ cdef void sq_insert(SQueue* q, double t, int64_t seqno):
     q.tail += 1
 
 
-cdef inline void sq_pop(SQueue* q):
+cdef inline void sq_pop(SQueue* q) noexcept:
     q.head += 1
     if q.head == q.tail:
         q.head = 0
@@ -905,7 +1188,8 @@ cdef class AckSenderWindow:
 
     def __cinit__(self, timeouts=DEF_TIMEOUTS, exponential_backoff=0):
         cdef int i
-        self._ring.slots = NULL
+        self._ring.dir = NULL
+        self._ring.spare = NULL
         self._q = NULL
         self._iv = NULL
         ring_init(&self._ring)
@@ -930,7 +1214,7 @@ cdef class AckSenderWindow:
             PyMem_Free(self._q)
         PyMem_Free(self._iv)
 
-    cdef void _purge_stale(self):
+    cdef void _purge_stale(self) noexcept:
         """Pop schedules of acked seqnos from the queue fronts."""
         cdef int k
         cdef SQueue* q
@@ -1056,8 +1340,17 @@ cdef class AckSenderWindow:
 
     @property
     def capacity(self):
-        """Slots of the circular buffer."""
-        return self._ring.cap
+        """Slots of the pages in use (a page of SEQ_PAGE_SLOTS seqnos exists while it holds a message)."""
+        return ring_live_pages(&self._ring) * SEQ_PAGE_SLOTS
+
+    @property
+    def memory(self):
+        """Bytes allocated by the window (directory, pages, schedules; not the messages)."""
+        cdef Py_ssize_t n = ring_memory(&self._ring)
+        cdef int k
+        for k in range(self._niv):
+            n += self._q[k].cap * sizeof(SEntry)
+        return n
 
     @property
     def lowest_seqno(self):
@@ -1088,7 +1381,8 @@ cdef class AckReceiverWindow:
     delivered in seqno order starting at ``next_to_remove`` (= initial_seqno)."""
 
     def __cinit__(self, initial_seqno):
-        self._ring.slots = NULL
+        self._ring.dir = NULL
+        self._ring.spare = NULL
         ring_init(&self._ring)
         self._ntr = to_seqno(initial_seqno, "initial_seqno")
 
@@ -1107,13 +1401,12 @@ cdef class AckReceiverWindow:
         return 1
 
     cdef tuple c_remove_many(self, Py_ssize_t max_results):
-        cdef Py_ssize_t n = ring_run(&self._ring, self._ntr, max_results), i
+        cdef Py_ssize_t n = ring_run(&self._ring, self._ntr, max_results)
         cdef list out
         if n == 0:
             return ([], 0)
         out = PyList_New(n)
-        for i in range(n):
-            PyList_SET_ITEM_PTR(out, i, ring_take(&self._ring, self._ntr + i))
+        ring_take_run(&self._ring, self._ntr, n, out, True)
         self._ntr += n
         ring_maybe_shrink(&self._ring)
         return (out, self._ntr - 1)
@@ -1162,8 +1455,18 @@ cdef class AckReceiverWindow:
 
     @property
     def capacity(self):
-        """Slots of the circular buffer."""
-        return self._ring.cap
+        """Slots of the pages in use (a page of SEQ_PAGE_SLOTS seqnos exists while it holds a message)."""
+        return ring_live_pages(&self._ring) * SEQ_PAGE_SLOTS
+
+    @property
+    def memory(self):
+        """Bytes allocated by the window (directory and pages; not the messages)."""
+        return ring_memory(&self._ring)
+
+    @property
+    def refused(self):
+        """Seqnos refused (``OverflowError``) as too far from the window: more than MAX_WINDOW apart."""
+        return self._ring.refused
 
     @property
     def next_to_remove(self):

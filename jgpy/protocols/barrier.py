@@ -4,7 +4,9 @@ State transfer and flush close the barrier so that no multicast is delivered whi
 application state are taken, then open it. Java blocks the threads that carry messages; jgpy never
 blocks a receive thread, so while closed it keeps the multicast messages (in arrival order) and passes
 them up when the barrier opens (NAKACK restores per-sender order anyway). Unicasts always pass. No
-header, nothing on the wire.
+header, nothing on the wire. What a closed barrier holds is bounded (``max_held_bytes``): BARRIER sits below
+NAKACK, so a multicast dropped here is one NAKACK has retransmitted, as if the network had lost it (a
+stranger's multicasts, which NAKACK would drop anyway, cannot fill memory while the barrier is closed).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import threading
 from threading import get_ident
 from typing import Any
 
+from jgpy.protocols.guard import retained_bytes
 from jgpy.stack.events import Event, EventType
-from jgpy.stack.properties import Property, to_int
+from jgpy.stack.logutil import RateLimitedLog
+from jgpy.stack.properties import Property, to_int, to_size
 from jgpy.stack.protocol import UP_MULTICASTS, Protocol
 
 
@@ -22,11 +26,17 @@ class BARRIER(Protocol):
     NAME = "BARRIER"
 
     max_close_time = Property(to_int, 60000, "ms after which a closed barrier opens by itself (0: never)")
+    max_held_bytes = Property(to_size, 64 << 20, "jgpy: bytes (of the datagrams they keep alive) of the multicasts "
+                              "a closed barrier holds; later ones are dropped and retransmitted by NAKACK "
+                              "(0: no limit)")
 
     def __init__(self) -> None:
         super().__init__()
         self._closed = False
         self._held: list = []
+        self._held_bytes = 0
+        self.dropped = 0                       # multicasts dropped while closed: max_held_bytes held already
+        self._rl = RateLimitedLog(self.log)
         self._in_flight: dict[int, int] = {}   # thread id -> batches it is passing up right now
         self._lock = threading.Lock()          # a plain lock: taken twice per batch
         self._cond = threading.Condition(self._lock)
@@ -63,7 +73,7 @@ class BARRIER(Protocol):
         with self._lock:
             if self._closed:
                 passing = [m for m in msgs if m.dest is not None]     # unicasts pass (JGRP-1341)
-                self._held.extend(m for m in msgs if m.dest is None)
+                self._hold([m for m in msgs if m.dest is None])
                 if not passing:
                     return
                 msgs = passing
@@ -77,6 +87,19 @@ class BARRIER(Protocol):
                     in_flight[me] = n
                 elif self._closed:                               # close_barrier() may be waiting
                     self._cond.notify_all()
+
+    def _hold(self, mcasts: list) -> None:
+        """(lock held) Keep the multicasts of a batch until the barrier opens, within max_held_bytes."""
+        if not mcasts:
+            return
+        size = retained_bytes(mcasts)
+        if 0 < self.max_held_bytes < self._held_bytes + size:
+            self.dropped += len(mcasts)
+            self._rl.warning("held-full", "%s: the closed barrier holds %d bytes already: dropped %d multicast(s) "
+                             "(NAKACK has them retransmitted)", self.local_addr, self._held_bytes, len(mcasts))
+            return
+        self._held_bytes += size
+        self._held.extend(mcasts)
 
     def close_barrier(self, timeout: float = 5.0) -> None:
         """Close, then wait (bounded) until no batch is passing through any more, except in the calling thread
@@ -102,6 +125,7 @@ class BARRIER(Protocol):
                 return
             self._closed = False
             held, self._held = self._held, []
+            self._held_bytes = 0
         if self._opener is not None:
             self._opener.cancel()
             self._opener = None
@@ -112,4 +136,5 @@ class BARRIER(Protocol):
         self.open_barrier()
 
     def dump_stats(self) -> dict[str, Any]:
-        return {"closed": self._closed, "held": len(self._held)}
+        return {"closed": self._closed, "held": len(self._held), "held_bytes": self._held_bytes,
+                "dropped": self.dropped}

@@ -16,44 +16,61 @@ from jgpy._core.address import logical_name, set_logical_name
 from jgpy._core.headers import PingHeader
 from jgpy._core.message import Message
 from jgpy._core.types import PingData, ViewId
+from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, to_bool, to_int
 from jgpy.stack.protocol import UP_HEADER, Protocol
 
 
+#: responses one discovery round keeps at most (made-up senders must not grow it without limit; 2.12: no limit)
+MAX_RESPONSES = 4096
+
+
 class Responses:
-    """Collects discovery responses until enough arrived, a coordinator answered, or time ran out."""
+    """Collects discovery responses until enough arrived, a coordinator answered, or time ran out. One
+    response per address (a later one from the address itself replaces it); at most ``max(MAX_RESPONSES,
+    num_expected)`` addresses, the others are dropped and counted (``dropped``)."""
 
     def __init__(self, num_expected: int, num_expected_srv: int, break_on_coord: bool, promise=None):
         self.num_expected = num_expected
         self.num_expected_srv = num_expected_srv
         self.break_on_coord = break_on_coord
         self.promise = promise            # the join promise: a JOIN_RSP arriving ends discovery too
-        self.rsps: list[PingData] = []
+        self._rsps: dict = {}             # own_addr -> PingData, in arrival order
+        self.max_rsps = max(MAX_RESPONSES, num_expected)
+        self.dropped = 0
         self.cond = threading.Condition()
 
-    def add(self, rsp: PingData, overwrite: bool) -> None:
+    @property
+    def rsps(self) -> list[PingData]:
         with self.cond:
-            if overwrite:
-                self.rsps = [r for r in self.rsps if r.own_addr != rsp.own_addr]
-            for i, r in enumerate(self.rsps):
-                if r.own_addr == rsp.own_addr:
-                    if rsp.is_coord and not r.is_coord:
-                        self.rsps[i] = rsp
-                        self.cond.notify_all()
+            return list(self._rsps.values())
+
+    def add(self, rsp: PingData, overwrite: bool) -> None:
+        key = rsp.own_addr
+        with self.cond:
+            old = self._rsps.get(key)
+            if old is not None:
+                if overwrite:
+                    del self._rsps[key]           # the address itself answered: its answer goes last, as 2.12
+                elif not (rsp.is_coord and not old.is_coord):
                     return
-            self.rsps.append(rsp)
+            elif len(self._rsps) >= self.max_rsps:
+                self.dropped += 1
+                return
+            self._rsps[key] = rsp
             self.cond.notify_all()
 
     def _done(self) -> bool:
         if self.promise is not None and self.promise.has_result():
             return True
-        n = len(self.rsps)
-        if n >= self.num_expected > 0:
+        rsps = self._rsps.values()
+        if len(rsps) >= self.num_expected > 0:
             return True
-        if self.num_expected_srv > 0 and sum(1 for r in self.rsps if r.is_server) >= self.num_expected_srv:
+        if self.num_expected_srv > 0 and sum(1 for r in rsps if r.is_server) >= self.num_expected_srv:
             return True
-        return self.break_on_coord and any(r.is_coord for r in self.rsps)
+        return self.break_on_coord and any(r.is_coord for r in rsps)
 
     def get(self, timeout_ms: float) -> list[PingData]:
         deadline = time.monotonic() + timeout_ms / 1000.0
@@ -63,7 +80,7 @@ class Responses:
                 if left <= 0:
                     break
                 self.cond.wait(min(left, 0.05))
-            return list(self.rsps)
+            return list(self._rsps.values())
 
 
 class Discovery(Protocol):
@@ -85,7 +102,10 @@ class Discovery(Protocol):
         self.cluster: str | None = None
         self._responses: set[Responses] = set()
         self._lock = threading.Lock()
-        self.counters = {"requests_sent": 0, "requests_received": 0, "responses_sent": 0, "responses_received": 0}
+        self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, "a discovery message", self._rl)
+        self.counters = {"requests_sent": 0, "requests_received": 0, "responses_sent": 0, "responses_received": 0,
+                         "responses_dropped": 0}
 
     def init(self) -> None:
         if self.num_ping_requests < 1:
@@ -111,6 +131,7 @@ class Discovery(Protocol):
             task.cancel()
             with self._lock:
                 self._responses.discard(rsps)
+            self.counters["responses_dropped"] += rsps.dropped
 
     def _send_request(self, view_id) -> None:
         try:
@@ -158,13 +179,13 @@ class Discovery(Protocol):
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
-        for msg in mine:
-            try:
-                self.handle(msg, msg.get_header(self.id))
-            except Exception:  # noqa: BLE001
-                self.log.exception("%s: failed handling discovery message from %s", self.local_addr, msg.src)
+        if mine:
+            self._guard.each(mine, self._handle_msg)
         if rest:
             self.up_prot.up_batch(rest)
+
+    def _handle_msg(self, msg: Message) -> None:
+        self.handle(msg, msg.get_header(self.id))
 
     def discovery_request_received(self, sender, name, physical_addrs) -> None:
         """Hook: a discovery request from ``sender`` arrived (TCPPING remembers its physical address)."""
@@ -183,10 +204,12 @@ class Discovery(Protocol):
         if hdr.type == PingHeader.GET_MBRS_REQ:
             self.counters["requests_received"] += 1
             if self.cluster is None or hdr.cluster_name is None:
-                self.log.warning("discovery request from %s without a cluster name: answering anyway", msg.src)
+                self._rl.warning("no-cluster", "discovery request from %s without a cluster name: answering anyway",
+                                 msg.src)
             elif hdr.cluster_name != self.cluster:
-                self.log.warning("discarding discovery request for cluster %r from %s; our cluster name is %r. "
-                                 "Please separate your clusters cleanly.", hdr.cluster_name, msg.src, self.cluster)
+                self._rl.warning("other-cluster", "discarding discovery request for cluster %r from %s; our cluster "
+                                 "name is %r. Please separate your clusters cleanly.", hdr.cluster_name, msg.src,
+                                 self.cluster)
                 return
             if data is not None:
                 self._learn(msg, data)
@@ -241,4 +264,4 @@ class Discovery(Protocol):
             self.down_prot.down_msg(rsp)
 
     def dump_stats(self) -> dict[str, Any]:
-        return dict(self.counters)
+        return dict(self.counters, failed_msgs=self._guard.failed)

@@ -33,7 +33,9 @@ from jgpy._core.headers import FcHeader
 from jgpy._core.jg212 import JavaObject, object_from_buffer, object_to_buffer
 from jgpy._core.message import Message
 from jgpy.errors import ConfigError
+from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, to_bool, to_float, to_size
 from jgpy.stack.protocol import Protocol
 
@@ -116,6 +118,8 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
         self.num_bad_credit_msgs = 0
         self.total_time_blocking = 0.0              # ms
         self.last_blockings: collections.deque = collections.deque(maxlen=50)
+        self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, "an FC message", self._rl)
 
     # ---- life cycle ----
 
@@ -318,7 +322,7 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
         msg = Message(dest, object_to_buffer(value), None, OOB)
         msg.put_header(self.id, FcHeader(REPLENISH))
         self.num_credit_responses_sent += 1
-        self.log.debug("replenishing %s with %d credits", dest, credits)
+        self._rl.debug("replenish", "replenishing %s with %d credits", dest, credits)
         self.down_prot.down_msg(msg)
 
     # ---- receiving ----
@@ -335,7 +339,7 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
                     self._handle_fc_msg(m, m.get_header(self.id))
                 except Exception:  # noqa: BLE001 - one bad message must not hurt the rest
                     self.num_bad_credit_msgs += 1
-                    self.log.exception("%s: failed handling an FC message from %s", self.local_addr, m.src)
+                    self._guard.failure(m)
             if no_fc:
                 pid = self.id
                 rest = [m for m in msgs if m.flags & NO_FC or not m.has_header(pid)]
@@ -383,8 +387,8 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
             value = msg.get_object()
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 self.num_bad_credit_msgs += 1
-                self.log.warning("%s: REPLENISH from %s without a non-negative Integer/Long payload (%r): dropped",
-                                 self.local_addr, msg.src, value)
+                self._rl.warning("bad-replenish", "%s: REPLENISH from %s without a non-negative Integer/Long payload "
+                                 "(%r): dropped", self.local_addr, msg.src, value)
                 return
             self._handle_credit(msg.src, value)
         elif hdr.type == CREDIT_REQUEST:
@@ -392,13 +396,14 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
             value = object_from_buffer(msg.payload, True) if msg.has_buffer() else None
             if not isinstance(value, JavaObject) or value.type != "Long":
                 self.num_bad_credit_msgs += 1         # Java casts the payload to a Long
-                self.log.warning("%s: CREDIT_REQUEST from %s without a Long payload (%r): dropped", self.local_addr,
-                                 msg.src, value)
+                self._rl.warning("bad-request", "%s: CREDIT_REQUEST from %s without a Long payload (%r): dropped",
+                                 self.local_addr, msg.src, value)
                 return
             self._handle_credit_request(msg.src, value.value)
         else:
             self.num_bad_credit_msgs += 1
-            self.log.error("%s: FcHeader type %d from %s not known: dropped", self.local_addr, hdr.type, msg.src)
+            self._rl.error("bad-type", "%s: FcHeader type %d from %s not known: dropped", self.local_addr, hdr.type,
+                           msg.src)
 
     def _handle_credit(self, sender, increase: int) -> None:
         if sender is None:
@@ -447,7 +452,7 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
                     "num_credit_requests_received": self.num_credit_requests_received,
                     "num_credit_responses_sent": self.num_credit_responses_sent,
                     "num_credit_responses_received": self.num_credit_responses_received,
-                    "num_bad_credit_msgs": self.num_bad_credit_msgs,
+                    "num_bad_credit_msgs": self.num_bad_credit_msgs, "failed_msgs": self._guard.failed,
                     "lowest_credit": self.lowest_credit,
                     "senders": {str(m): c.left for m, c in self.sent.items()},
                     "receivers": {str(m): c.left for m, c in self.received.items()},

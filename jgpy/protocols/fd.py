@@ -20,6 +20,8 @@ itself suspected answers the sender with a HEARTBEAT_ACK instead. ``UNSUSPECT`` 
 VERIFY_SUSPECT, on an I_AM_NOT_DEAD) makes the member pingable again and removes it from the broadcast
 list; 2.12 does not unsuspect on a late HEARTBEAT_ACK, which only resets the counter.
 The Monitor runs only while the view has at least two members. FD messages are never passed up.
+Unlike 2.12, a SUSPECT message from a sender that is not a member of the view is ignored, and of the
+members it names only those in the view are suspected.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from typing import Any
 from jgpy._core.headers import FdHeader
 from jgpy._core.message import Message
 from jgpy.errors import ConfigError
+from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, to_bool, to_int
 from jgpy.stack.protocol import Protocol
 from jgpy.stack.timer import now_ms
@@ -71,6 +75,9 @@ class FD(Protocol):  # noqa: N801 - the JGroups name
         self.num_suspect_msgs_sent = 0
         self.num_suspect_msgs_received = 0
         self.suspect_history: collections.deque = collections.deque(maxlen=20)
+        self.num_suspect_msgs_ignored = 0
+        self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, "an FD message", self._rl)
 
     # ---- life cycle ----
 
@@ -111,11 +118,8 @@ class FD(Protocol):  # noqa: N801 - the JGroups name
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
-        for m in mine:
-            try:
-                self._handle(m, m.get_header(self.id))
-            except Exception:  # noqa: BLE001 - one bad message must not hurt the rest of the batch
-                self.log.exception("%s: failed handling an FD message from %s", self.me, m.src)
+        if mine:
+            self._guard.each(mine, self._handle_msg)
         if rest:
             dest = self.ping_dest
             if dest is not None:
@@ -124,6 +128,9 @@ class FD(Protocol):  # noqa: N801 - the JGroups name
                         self._update_timestamp(dest)
                         break
             self.up_prot.up_batch(rest)
+
+    def _handle_msg(self, msg: Message) -> None:
+        self._handle(msg, msg.get_header(self.id))
 
     def _handle(self, msg: Message, hdr: FdHeader) -> None:
         t = hdr.type
@@ -135,13 +142,19 @@ class FD(Protocol):  # noqa: N801 - the JGroups name
             self.num_suspect_msgs_received += 1
             if hdr.mbrs is None:
                 return
+            members = self.members
+            if msg.src not in members:
+                self.num_suspect_msgs_ignored += 1
+                self._rl.warning("suspect-non-member", "%s: ignored a SUSPECT message from %s: not a member of "
+                                 "%s", self.me, msg.src, members)
+                return
             me = self.me
             for mbr in hdr.mbrs:
-                if mbr is None:
+                if mbr is None or mbr not in members:
                     continue
                 if me is not None and mbr == me:
-                    self.log.warning("%s: I was suspected by %s; ignoring the SUSPECT message and sending back a "
-                                     "HEARTBEAT_ACK", me, msg.src)
+                    self._rl.warning("suspected-me", "%s: I was suspected by %s; ignoring the SUSPECT message and "
+                                     "sending back a HEARTBEAT_ACK", me, msg.src)
                     self._send_heartbeat_ack(msg.src)
                     continue
                 with self._lock:
@@ -325,6 +338,7 @@ class FD(Protocol):  # noqa: N801 - the JGroups name
             return {"num_heartbeats": self.num_heartbeats, "num_heartbeat_acks_sent": self.num_heartbeat_acks_sent,
                     "num_suspect_events": self.num_suspect_events, "num_suspect_msgs_sent": self.num_suspect_msgs_sent,
                     "num_suspect_msgs_received": self.num_suspect_msgs_received, "num_tries": self.num_tries,
+                    "num_suspect_msgs_ignored": self.num_suspect_msgs_ignored, "failed_msgs": self._guard.failed,
                     "ping_dest": str(self.ping_dest) if self.ping_dest is not None else None,
                     "members": [str(m) for m in self.members],
                     "pingable_mbrs": [str(m) for m in self.pingable_mbrs],

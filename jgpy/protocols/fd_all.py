@@ -10,6 +10,10 @@ the suspects are taken out (the coordinator, or the next member if the coordinat
 suspects) passes ``SUSPECT`` up (to VERIFY_SUSPECT / GMS) and down; everybody else just records the
 suspicion. A silent member is suspected again on every check until a view without it arrives. Both
 tasks run only while the view has more than one member. Heartbeats are consumed here.
+
+Unlike 2.12, only members of the view get a timestamp: a heartbeat (or, with ``msg_counts_as_heartbeat``,
+any message) from a sender that is not a member is ignored, so made-up senders neither grow the table nor
+get suspected.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from jgpy._core.headers import HeartbeatHeader
 from jgpy._core.message import Message
 from jgpy.errors import ConfigError
+from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_bool, to_int
 from jgpy.stack.protocol import UP_EVERY, UP_HEADER, Protocol
@@ -42,6 +47,8 @@ class FD_ALL(Protocol):  # noqa: N801 - the JGroups name
         self._lock = threading.Lock()
         self._timestamps: dict[Any, float] = {}     # member -> last heard of (monotonic ms)
         self.members: list = []
+        self._member_set: frozenset = frozenset()
+        self._guard = MessageGuard(self, "an FD_ALL heartbeat")
         self.suspected_mbrs: set = set()
         self.suspect_history: collections.deque = collections.deque(maxlen=20)
         self._addr = None                            # from SET_LOCAL_ADDRESS (else the stack's)
@@ -87,8 +94,7 @@ class FD_ALL(Protocol):  # noqa: N801 - the JGroups name
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
         if mine:
-            for m in mine:
-                self._update(m.src)
+            self._guard.each(mine, self._heartbeat)
             self.num_heartbeats_received += len(mine)
         if rest:
             if self.msg_counts_as_heartbeat:
@@ -100,8 +106,11 @@ class FD_ALL(Protocol):  # noqa: N801 - the JGroups name
                         self._update(src)
             self.up_prot.up_batch(rest)
 
+    def _heartbeat(self, msg: Message) -> None:
+        self._update(msg.src)
+
     def _update(self, sender) -> None:
-        if sender is None:
+        if sender is None or sender not in self._member_set:
             return
         me = self.me
         if me is not None and sender == me:
@@ -116,6 +125,7 @@ class FD_ALL(Protocol):  # noqa: N801 - the JGroups name
         keep = set(mbrs)
         with self._lock:
             self.members = mbrs
+            self._member_set = frozenset(keep)
             self.suspected_mbrs &= keep
             for a in [a for a in self._timestamps if a not in keep]:
                 del self._timestamps[a]
@@ -212,7 +222,7 @@ class FD_ALL(Protocol):  # noqa: N801 - the JGroups name
     def dump_stats(self) -> dict[str, Any]:
         with self._lock:
             return {"num_heartbeats_sent": self.num_heartbeats_sent,
-                    "num_heartbeats_received": self.num_heartbeats_received,
+                    "num_heartbeats_received": self.num_heartbeats_received, "failed_msgs": self._guard.failed,
                     "num_suspect_events": self.num_suspect_events,
                     "members": [str(m) for m in self.members],
                     "suspected": [str(m) for m in self.suspected_mbrs]}

@@ -24,7 +24,9 @@ from jgpy._core.headers import FcHeader
 from jgpy._core.jg212 import JavaObject, object_to_buffer
 from jgpy._core.message import Message
 from jgpy._core.sendpath import CreditSend
+from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, to_bool, to_float, to_int, to_size
 from jgpy.stack.protocol import UP_HEADER, UP_MULTICASTS, UP_UNICASTS, Protocol
 
@@ -51,6 +53,8 @@ class FlowControl(Protocol):
         self.counters = dict.fromkeys(("credit_requests_sent", "credit_requests_received", "credit_responses_sent",
                                        "credit_responses_received", "blockings", "synchronous_bypasses"), 0)
         self.counters["time_blocked_ms"] = 0.0
+        self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, f"a {self.NAME} message", self._rl)
 
     def init(self) -> None:
         if not self.min_credits:
@@ -122,23 +126,8 @@ class FlowControl(Protocol):
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = split_by_header(msgs, self.id)
-        for msg in mine:
-            hdr = msg.get_header(self.id)
-            try:
-                value = msg.get_object()
-            except Exception:  # noqa: BLE001
-                self.log.warning("%s: credit message from %s without a Long payload: dropped", self.local_addr, msg.src)
-                continue
-            if hdr.type == REPLENISH:
-                self.counters["credit_responses_received"] += 1
-                if isinstance(value, int):
-                    self.handle_credit(msg.src, value)
-            elif hdr.type == CREDIT_REQUEST:
-                self.counters["credit_requests_received"] += 1
-                if isinstance(value, int) and value > 0 and self.received.requested(msg.src, value):
-                    self.send_credit(msg.src, value)
-            else:
-                self.log.error("FcHeader type %s not known", hdr.type)
+        if mine:
+            self._guard.each(mine, self._handle_credit_msg)
         if not rest:
             return
         counted = credit_lengths(rest, self.HANDLES_MULTICASTS, NO_FC)
@@ -158,6 +147,26 @@ class FlowControl(Protocol):
             for sender, credits in owed:
                 self.send_credit(sender, credits)
 
+    def _handle_credit_msg(self, msg: Message) -> None:
+        """REPLENISH or CREDIT_REQUEST (a non-member's is ignored: the credit tables hold members only)."""
+        hdr = msg.get_header(self.id)
+        try:
+            value = msg.get_object()
+        except Exception:  # noqa: BLE001 - whatever the payload is, it is not a Long
+            self._rl.warning("no-long", "%s: credit message from %s without a Long payload: dropped", self.local_addr,
+                             msg.src)
+            return
+        if hdr.type == REPLENISH:
+            self.counters["credit_responses_received"] += 1
+            if isinstance(value, int):
+                self.handle_credit(msg.src, value)
+        elif hdr.type == CREDIT_REQUEST:
+            self.counters["credit_requests_received"] += 1
+            if isinstance(value, int) and value > 0 and self.received.requested(msg.src, value):
+                self.send_credit(msg.src, value)
+        else:
+            self._rl.error("bad-type", "FcHeader type %s not known", hdr.type)
+
     def down(self, evt: Event) -> Any:
         if evt.type == EventType.VIEW_CHANGE:
             self.members_changed(list(evt.arg.members or ()))
@@ -173,7 +182,7 @@ class FlowControl(Protocol):
         return self.up_prot.up(evt)
 
     def dump_stats(self) -> dict[str, Any]:
-        return dict(self.counters)
+        return dict(self.counters, failed_msgs=self._guard.failed)
 
 
 class _Credits(FlowControl):
@@ -291,6 +300,11 @@ class UFC(_Credits):
         table = self.table
         self._wait_for_credits(lambda: table.spend(dest, length) != 0, self.block_time_for(length),
                                lambda: self._ask(dest))
+
+    def members_changed(self, mbrs: list) -> None:
+        super().members_changed(mbrs)
+        keep = set(mbrs)
+        self._last_request = {m: t for m, t in list(self._last_request.items()) if m in keep}
 
     def _ask(self, dest) -> list:
         now = time.monotonic()

@@ -14,8 +14,9 @@ last one completes the bytes, which are read back with ``Message.readFrom`` into
 whose src is set to the sender. It is passed up in the place of its last fragment, with the batch's other
 messages in their order. Fragments that cannot be used (bad indexes, counts that disagree, bytes that do
 not read as a message) are dropped, counted and logged. A view change drops the partial messages of
-members that left. At init FRAG sends ``CONFIG {"frag_size"}`` up and down; a CONFIG event with
-``frag_size`` sets FRAG's own.
+members that left, as in 2.12; unlike 2.12, nothing is allocated from ``num_frags`` on the wire and
+incomplete messages are bounded per sender and in all, and expire (:mod:`jgpy.protocols.fragtable`). At init
+FRAG sends ``CONFIG {"frag_size"}`` up and down; a CONFIG event with ``frag_size`` sets FRAG's own.
 """
 
 from __future__ import annotations
@@ -27,31 +28,13 @@ from typing import Any
 from jgpy._core.headers import FragHeader
 from jgpy._core.message import Message
 from jgpy.errors import ConfigError, WireFormatError
+from jgpy.protocols.fragtable import FragProtocol
 from jgpy.protocols.java_size import message_size
 from jgpy.stack.events import Event, EventType
-from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, to_size
-from jgpy.stack.protocol import Protocol
 
 
-class _Entry:
-    """The fragments of one message (``FragmentationTable.FragEntry``)."""
-
-    __slots__ = ("fragments", "received")
-
-    def __init__(self, num_frags: int) -> None:
-        self.fragments: list = [None] * num_frags
-        self.received = 0
-
-    def add(self, frag_id: int, data: bytes) -> bool:
-        """Add a fragment; True when all are here (a duplicate is ignored)."""
-        if self.fragments[frag_id] is None:
-            self.received += 1
-            self.fragments[frag_id] = data
-        return self.received == len(self.fragments)
-
-
-class FRAG(Protocol):  # noqa: N801 - the JGroups name
+class FRAG(FragProtocol):  # noqa: N801 - the JGroups name
     NAME = "FRAG"
 
     frag_size = Property(to_size, 8192, "max serialised size of a message (Java's Message.size()); bigger ones "
@@ -62,14 +45,8 @@ class FRAG(Protocol):  # noqa: N801 - the JGroups name
         super().__init__()
         self._ids = itertools.count(1)
         self._id_lock = threading.Lock()
-        self._lock = threading.Lock()
-        self.fragment_list: dict[Any, dict[int, _Entry]] = {}    # sender -> {id -> entry}
-        self.members: list = []
-        self._rl = RateLimitedLog(self.log)
         self.num_sent_msgs = 0
         self.num_sent_frags = 0
-        self.num_received_msgs = 0
-        self.num_received_frags = 0
         self.num_bad_frags = 0
 
     # ---- life cycle ----
@@ -77,6 +54,7 @@ class FRAG(Protocol):  # noqa: N801 - the JGroups name
     def init(self) -> None:
         if self.frag_size <= 0:
             raise ConfigError(f"FRAG: frag_size={self.frag_size}: frag_size must be > 0")
+        super().init()
         info = {"frag_size": self.frag_size}
         if self.up_prot is not None:
             self.up_prot.up(Event(EventType.CONFIG, dict(info)))
@@ -86,42 +64,6 @@ class FRAG(Protocol):  # noqa: N801 - the JGroups name
     def next_id(self) -> int:
         with self._id_lock:
             return next(self._ids)
-
-    # ---- events ----
-
-    def down(self, evt: Event) -> Any:
-        t = evt.type
-        if t == EventType.VIEW_CHANGE:
-            self._handle_view_change(evt.arg)
-        elif t == EventType.CONFIG:
-            ret = self.down_prot.down(evt)
-            self._handle_config(evt.arg)
-            return ret
-        return self.down_prot.down(evt)
-
-    def up(self, evt: Event) -> Any:
-        t = evt.type
-        if t == EventType.VIEW_CHANGE:
-            self._handle_view_change(evt.arg)
-        elif t == EventType.CONFIG:
-            ret = self.up_prot.up(evt)
-            self._handle_config(evt.arg)
-            return ret
-        return self.up_prot.up(evt)
-
-    def _handle_config(self, cfg) -> None:
-        if isinstance(cfg, dict) and cfg.get("frag_size") is not None:
-            self.frag_size = int(cfg["frag_size"])
-
-    def _handle_view_change(self, view) -> None:
-        new = list(view.members or ()) if view is not None else []
-        keep = set(new)
-        with self._lock:
-            left = [m for m in self.members if m not in keep]
-            self.members = new
-            for m in left:
-                if self.fragment_list.pop(m, None) is not None:
-                    self.log.debug("%s: removed %s from the fragmentation table", self.local_addr, m)
 
     # ---- sending ----
 
@@ -166,28 +108,9 @@ class FRAG(Protocol):  # noqa: N801 - the JGroups name
 
     # ---- receiving ----
 
-    def up_batch(self, msgs: list) -> None:
-        mine, rest = self.split_mine(msgs)
-        if not mine:
-            self.num_received_msgs += len(msgs)
-            self.up_prot.up_batch(msgs)
-            return
-        out = []
-        pid = self.id
-        for m in msgs:                      # keep the batch order: unfragmented messages pass where they are
-            if m.has_header(pid):
-                m = self._unfragment(m)
-                if m is None:
-                    continue
-            else:
-                self.num_received_msgs += 1
-            out.append(m)
-        if out:
-            self.up_prot.up_batch(out)
-
     def _drop(self, frag: Message, why: str, *args) -> None:
         self.num_bad_frags += 1
-        self._rl.warning(f"bad-frag-{why}", "%s: dropped a fragment from %s: " + why, self.local_addr, frag.src, *args)
+        self._rl.warning("bad-frag", "%s: dropped a fragment from %s: " + why, self.local_addr, frag.src, *args)
 
     def _unfragment(self, frag: Message) -> Message | None:
         try:
@@ -197,26 +120,13 @@ class FRAG(Protocol):  # noqa: N801 - the JGroups name
             return None
         sender = frag.src
         self.num_received_frags += 1
-        num, fid = hdr.num_frags, hdr.frag_id
-        if num <= 0 or not 0 <= fid < num:
-            self._drop(frag, "frag_id=%d, num_frags=%d", fid, num)
-            return None
         data = frag.buffer if frag.has_buffer() else b""
-        with self._lock:
-            table = self.fragment_list.get(sender)
-            if table is None:
-                table = self.fragment_list[sender] = {}
-            entry = table.get(hdr.id)
-            if entry is None:
-                entry = table[hdr.id] = _Entry(num)
-            elif num != len(entry.fragments):
-                self._drop(frag, "fragment %d of message %d says num_frags=%d, the first one said %d", fid, hdr.id,
-                           num, len(entry.fragments))
-                return None
-            if not entry.add(fid, data):
-                return None
-            del table[hdr.id]
-        buf = b"".join(entry.fragments)
+        bad = self.table.bad
+        parts = self.table.add(sender, hdr.id, hdr.frag_id, hdr.num_frags, data, len(data))
+        if parts is None:
+            self.num_bad_frags += self.table.bad - bad
+            return None
+        buf = b"".join(parts)
         try:
             msg = self.stack.dialect.decode(Message, buf, False)
         except Exception as e:  # noqa: BLE001 - any decoding failure: Java logs and drops it
@@ -228,14 +138,7 @@ class FRAG(Protocol):  # noqa: N801 - the JGroups name
         self.num_received_msgs += 1
         return msg
 
-    # ---- diagnostics ----
-
-    def pending(self) -> dict:
-        """``{sender: number of incomplete messages}``."""
-        with self._lock:
-            return {s: len(t) for s, t in self.fragment_list.items() if t}
-
     def dump_stats(self) -> dict[str, Any]:
-        return {"num_sent_msgs": self.num_sent_msgs, "num_sent_frags": self.num_sent_frags,
-                "num_received_msgs": self.num_received_msgs, "num_received_frags": self.num_received_frags,
-                "num_bad_frags": self.num_bad_frags, "pending": sum(self.pending().values())}
+        d = super().dump_stats()
+        d["num_bad_frags"] = self.num_bad_frags
+        return d

@@ -19,6 +19,9 @@ us as the coordinator of a view we have replaced since. Java takes such a view a
 excluded meanwhile, still listed in it, looks like an orphan and is merged alone, without its actual
 coordinator, and a second merge must follow. jgpy replaces the stale view of a member that is in our
 current view by that view (:func:`drop_stale_own_views`): the orphan is found by its own answer.
+Made-up senders of multicasts cost little: the non-members already seen (``merge_candidates``) are capped
+(:data:`MAX_MERGE_CANDIDATES`, the oldest are forgotten), and merge_fast keeps at most one round pending, so
+a flood of them triggers at most one discovery round per ``merge_fast_delay``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from jgpy.errors import ConfigError
 from jgpy.stack.properties import Property, to_bool, to_int
 from jgpy.stack.protocol import UP_MULTICASTS, Protocol
 from jgpy.stack.timer import now_ms
+
+#: non-members whose multicasts triggered a merge_fast round, remembered at most (the oldest are forgotten)
+MAX_MERGE_CANDIDATES = 1024
 
 
 def views_of(responses: list[PingData]) -> dict[Any, View]:
@@ -102,7 +108,7 @@ class MERGE2(Protocol):
         super().__init__()
         self.view: View | None = None
         self.members: set = set()
-        self.merge_candidates: set = set()
+        self.merge_candidates: dict = {}             # non-member -> None, oldest first
         self.is_coord = False
         self.num_inconsistent_views = 0
         self._cond = threading.Condition()
@@ -233,7 +239,7 @@ class MERGE2(Protocol):
                 self.stop_merge_task()
                 return ret
             self.members = set(mbrs)
-            self.merge_candidates -= self.members
+            self.merge_candidates = {c: None for c in self.merge_candidates if c not in self.members}
             self.is_coord = mbrs[0] == self.local_addr
             if self.is_coord:
                 self.start_merge_task()
@@ -247,12 +253,18 @@ class MERGE2(Protocol):
 
     def up_batch(self, msgs: list) -> None:
         if self.merge_fast and self.is_coord:
-            for src in unknown_multicast_sources(msgs, self.members, self.merge_candidates):
-                self.merge_candidates.add(src)
-                self.counters["fast_triggers"] += 1
+            new = unknown_multicast_sources(msgs, self.members, self.merge_candidates)
+            if new:
+                candidates = self.merge_candidates
+                for src in new:
+                    candidates[src] = None
+                while len(candidates) > MAX_MERGE_CANDIDATES:
+                    del candidates[next(iter(candidates))]
+                self.counters["fast_triggers"] += len(new)
                 with self._cond:
-                    self._fast_rounds.append(now_ms() + self.merge_fast_delay)
-                    self._cond.notify_all()
+                    if not self._fast_rounds:        # one pending round covers every sender seen meanwhile
+                        self._fast_rounds.append(now_ms() + self.merge_fast_delay)
+                        self._cond.notify_all()
         self.up_prot.up_batch(msgs)
 
     def dump_stats(self) -> dict[str, Any]:

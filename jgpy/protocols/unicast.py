@@ -20,6 +20,14 @@ directions is C (``UnicastSend`` in ``jgpy/_core/sendpath.pyx``, ``UnicastReceiv
 ``jgpy/_core/recvpath.pyx``): this module keeps the connections' life cycle, the ACKs to send, the
 first-seqno handshake, retransmission and logging. Deliverable messages go to the delivery thread in order,
 OOB ones right away.
+
+Peers that are not in the view (a joiner's JOIN_REQ travels over UNICAST; so do merge messages between
+partitions) get connections too, but, unlike 2.12, bounded ones (a stranger's made-up ``first`` messages
+used to open a window each, kept until the next view change): at most ``max_nonmember_connections`` receive
+windows (the least recently used goes) and as many send windows (the oldest goes); a non-member's receive
+window takes only seqnos less than ``nonmember_window`` ahead of the next one to deliver (later ones are
+dropped unacknowledged, so a real sender retransmits them); idle ones expire after ``max_retransmit_time``.
+Their pending ACKs go with them.
 """
 
 from __future__ import annotations
@@ -62,6 +70,12 @@ class UNICAST(Protocol):
                          "2.12); at most a tenth of the first timeout")
     ack_threshold = Property(to_int, 64, "jgpy: unacknowledged messages from one sender that are acked at "
                              "once, without waiting for ack_delay")
+    max_nonmember_connections = Property(to_int, 64, "jgpy: receive windows, and send windows, kept for peers "
+                                         "that are not in the view (joiners, other partitions, strangers): the "
+                                         "least recently used goes beyond (0: no limit)")
+    nonmember_window = Property(to_int, 8, "jgpy: seqnos ahead of the next one to deliver that the receive window "
+                                "of a peer not in the view takes (later ones are dropped unacked, so the "
+                                "sender retransmits them)")
 
     IGNORED_PROPERTIES = {
         "segment_capacity": ignored("jgpy's receive window grows as needed"),
@@ -90,7 +104,10 @@ class UNICAST(Protocol):
         self._ack_delay_ms = 0
         self._rl = RateLimitedLog(self.log)
         self.counters = dict.fromkeys(("acks_sent", "xmits", "first_seqno_requests_sent",
-                                       "first_seqno_requests_received", "acks_delayed"), 0)
+                                       "first_seqno_requests_received", "acks_delayed", "nonmember_sends_evicted",
+                                       "nonmembers_expired", "events_failed"), 0)
+        self._member_set: frozenset = frozenset()
+        self._nonmember_sends: dict = {}           # dest -> None: send connections to non-members, oldest first
 
     def start(self) -> None:
         self.started = self._send.started = True
@@ -100,6 +117,7 @@ class UNICAST(Protocol):
         self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "UNICAST xmit")
         self._ack_delay_ms = max(0, min(self.ack_delay, self.timeout[0] // 10 if self.timeout else 0))
         self._recv.delay_acks, self._recv.ack_threshold = self._ack_delay_ms > 0, self.ack_threshold
+        self._recv.max_nonmembers, self._recv.nonmember_window = self.max_nonmember_connections, self.nonmember_window
 
     def stop(self) -> None:
         self.started = self._send.started = False
@@ -113,6 +131,8 @@ class UNICAST(Protocol):
                 self._ack_task = None
             self.send_table.clear()
             self.recv_table.clear()
+            self._nonmember_sends.clear()
+            self._recv.set_members(())
 
     def _new_conn_id(self) -> int:
         cid = self._last_conn_id
@@ -123,7 +143,17 @@ class UNICAST(Protocol):
     # down_msg: UnicastSend numbers the message on its connection, adds the header and keeps it until acked
 
     def _new_connection(self, dest) -> UnicastConnection:
-        """(the send core, lock held) The first message to ``dest``: a new connection."""
+        """(the send core, lock held) The first message to ``dest``: a new connection. Connections to
+        non-members are capped (``max_nonmember_connections``): the oldest goes, with its unacked messages
+        (2.12 keeps them all until max_retransmit_time; made-up senders we answer must not pile them up)."""
+        if dest not in self._member_set:
+            cap = self.max_nonmember_connections
+            while 0 < cap <= len(self._nonmember_sends):
+                old = next(iter(self._nonmember_sends))
+                del self._nonmember_sends[old]
+                self.send_table.pop(old, None)
+                self.counters["nonmember_sends_evicted"] += 1
+            self._nonmember_sends[dest] = None
         conn = self.send_table[dest] = UnicastConnection(self._new_conn_id(), AckSenderWindow(list(self.timeout)),
                                                          time.monotonic())
         return conn
@@ -139,17 +169,20 @@ class UNICAST(Protocol):
             due = [(dest, e.win.due(now)) for dest, e in self.send_table.items()]
             if self.max_retransmit_time > 0:
                 t = time.monotonic()
-                expired = [d for d, e in self.send_table.items()
-                           if d not in self.members and (t - e.created) * 1000 >= self.max_retransmit_time]
+                expired = [d for d in self._nonmember_sends
+                           if (t - self.send_table[d].created) * 1000 >= self.max_retransmit_time]
                 for d in expired:
                     del self.send_table[d]
-                    self.recv_table.pop(d, None)
+                    del self._nonmember_sends[d]
+                    self._recv.forget(d)
+                idle = self._recv.expire_nonmembers(self.max_retransmit_time / 1000)
+                self.counters["nonmembers_expired"] += len(idle)
         for dest, msgs in due:
             for _seq, msg in msgs:
                 self.counters["xmits"] += 1
                 self.down_prot.down_msg(msg)
-        for d in expired:
-            self.log.debug("%s: removed the connection to non-member %s", self.local_addr, d)
+        if expired:
+            self.log.debug("%s: removed the connections to %d non-member(s)", self.local_addr, len(expired))
 
     # ---- receiving ----
 
@@ -184,16 +217,21 @@ class UNICAST(Protocol):
         messages."""
         asked = set()
         for what, sender, detail in events:
-            if what == "no_connection":
-                if sender not in asked:          # once per batch: the sender resends its first message
-                    asked.add(sender)
-                    self._send_first_seqno_request(sender)
-            elif what == "send_first_seqno":
-                self._resend_first(sender)
-            elif what == "bad_seqno":
-                self._rl.warning("bad-seqno", "%s: dropped a unicast from %s: %s", self.local_addr, sender, detail)
-            else:
-                self._rl.error("bad-type", "UnicastHeader type %s not known", detail)
+            try:
+                if what == "no_connection":
+                    if sender not in asked:          # once per batch: the sender resends its first message
+                        asked.add(sender)
+                        self._send_first_seqno_request(sender)
+                elif what == "send_first_seqno":
+                    self._resend_first(sender)
+                elif what == "bad_seqno":
+                    self._rl.warning("bad-seqno", "%s: dropped a unicast from %s: %s", self.local_addr, sender,
+                                     detail)
+                else:
+                    self._rl.error("bad-type", "UnicastHeader type %s not known", detail)
+            except Exception:  # noqa: BLE001 - one failure must not hurt the rest of the batch
+                self.counters["events_failed"] += 1
+                self._rl.exception("event-failed", "%s: failed handling %s from %s", self.local_addr, what, sender)
 
     def _send_delayed_acks(self) -> None:
         with self._lock:
@@ -211,7 +249,7 @@ class UNICAST(Protocol):
             lowest = entry.win.lowest() if entry is not None else None
         if lowest is None:
             if entry is None and self.started and not self.disconnected:
-                self._rl.error(f"no-sender-{sender}", "%s: sender window for %s not found", self.local_addr, sender)
+                self._rl.error("no-sender", "%s: sender window for %s not found", self.local_addr, sender)
             return
         _seq, msg = lowest
         copy = msg.copy()
@@ -239,10 +277,13 @@ class UNICAST(Protocol):
         t = evt.type
         if t == EventType.VIEW_CHANGE:
             self.members = list(evt.arg.members or ())
+            self._member_set = frozenset(self.members)
             with self._lock:
                 for table in (self.send_table, self.recv_table, self._pending_acks):
-                    for addr in [a for a in table if a not in self.members]:
+                    for addr in [a for a in table if a not in self._member_set]:
                         del table[addr]
+                self._nonmember_sends.clear()
+                self._recv.set_members(self._member_set)
         elif t == EventType.CONNECT:
             self.disconnected = False
         elif t == EventType.DISCONNECT:
@@ -256,9 +297,12 @@ class UNICAST(Protocol):
         d.update(msgs_sent=self._send.msgs_sent, acks_piggybacked=self._send.acks_piggybacked,
                  msgs_received=r.msgs_received, acks_received=r.acks_received,
                  duplicates=r.duplicates, dropped_unknown_conn=r.dropped_unknown_conn,
-                 dropped_bad_seqno=r.dropped_bad_seqno)
+                 dropped_bad_seqno=r.dropped_bad_seqno, dropped_nonmember_window=r.dropped_nonmember_window,
+                 nonmembers_evicted=r.nonmembers_evicted)
         with self._lock:
             d["unacked"] = sum(e.win.size for e in self.send_table.values())
             d["in_recv_windows"] = sum(r.win.size for r in self.recv_table.values())
             d["connections"] = sorted({str(a) for a in self.send_table} | {str(a) for a in self.recv_table})
+            d["nonmember_recv_windows"] = len(self._recv.nonmembers)
+            d["nonmember_send_windows"] = len(self._nonmember_sends)
         return d

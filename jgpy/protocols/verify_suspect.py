@@ -7,8 +7,9 @@ finally goes up. The other half keeps *us* alive in a cluster of Java nodes: eve
 answered with ``num_msgs`` I_AM_NOT_DEAD messages (unicast, OOB, ``from`` = us) to the asker.
 
 As in Java 2.12: a suspicion of ourselves is ignored, a member already being verified is not probed
-again, the view is not consulted (a suspect that is not a member is verified like any other: GMS
-ignores it), and VERIFY_SUSPECT messages are never passed up. Confirmed suspicions are passed up by a
+again, and VERIFY_SUSPECT messages are never passed up. Unlike 2.12, once there is a view a suspect that
+is not a member of it is not verified (GMS would ignore it anyway), so the pending checks are bounded by the
+view. Confirmed suspicions are passed up by a
 dedicated daemon thread (Java's ``VERIFY_SUSPECT.TimerThread``) that lives while suspicions are pending,
 so a slow GMS never holds up the shared timer. ``use_icmp`` (``InetAddress.isReachable``) is not
 implemented: it warns and verifies with messages.
@@ -21,7 +22,9 @@ from typing import Any
 
 from jgpy._core.headers import VerifyHeader
 from jgpy._core.message import Message
+from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_str
 from jgpy.stack.protocol import UP_HEADER, Protocol
 from jgpy.stack.timer import now_ms
@@ -53,6 +56,10 @@ class VERIFY_SUSPECT(Protocol):  # noqa: N801 - the JGroups name
         self.num_confirmed = 0
         self.num_unsuspected = 0
         self.num_are_you_dead_received = 0
+        self.num_non_member_suspects = 0
+        self._members: frozenset = frozenset()
+        self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, "a VERIFY_SUSPECT message", self._rl)
 
     # ---- life cycle ----
 
@@ -86,6 +93,11 @@ class VERIFY_SUSPECT(Protocol):  # noqa: N801 - the JGroups name
     def down(self, evt: Event) -> Any:
         if evt.type == EventType.SET_LOCAL_ADDRESS:
             self._addr = evt.arg
+        elif evt.type == EventType.VIEW_CHANGE:
+            self._members = frozenset(evt.arg.members or ()) if evt.arg is not None else frozenset()
+            with self._cond:
+                for m in [m for m in self.suspects if m not in self._members]:
+                    del self.suspects[m]     # left the view: nothing to decide any more
         return self.down_prot.down(evt)
 
     def up(self, evt: Event) -> Any:
@@ -98,6 +110,10 @@ class VERIFY_SUSPECT(Protocol):  # noqa: N801 - the JGroups name
             me = self.me
             if me is not None and mbr == me:
                 self.log.debug("%s: I was suspected; ignoring the SUSPECT event", me)
+                return None
+            if self._members and mbr not in self._members:
+                self.num_non_member_suspects += 1
+                self._rl.debug("non-member", "%s: ignoring a suspicion of %s: not a member", me, mbr)
                 return None
             self.verify_suspect(mbr)
             return None                     # decided later (after verification)
@@ -113,19 +129,19 @@ class VERIFY_SUSPECT(Protocol):  # noqa: N801 - the JGroups name
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
-        for m in mine:
-            try:
-                self._handle(m, m.get_header(self.id))
-            except Exception:  # noqa: BLE001 - a bad message must not hurt the rest of the batch
-                self.log.exception("%s: failed handling a VERIFY_SUSPECT message from %s", self.me, m.src)
+        if mine:
+            self._guard.each(mine, self._handle_msg)
         if rest:
             self.up_prot.up_batch(rest)
+
+    def _handle_msg(self, msg: Message) -> None:
+        self._handle(msg, msg.get_header(self.id))
 
     def _handle(self, msg: Message, hdr: VerifyHeader) -> None:
         if hdr.type == VerifyHeader.ARE_YOU_DEAD:
             self.num_are_you_dead_received += 1
             if hdr.from_ is None:
-                self.log.error("VERIFY_SUSPECT: ARE_YOU_DEAD from %s: hdr.from is null", msg.src)
+                self._rl.error("no-from", "VERIFY_SUSPECT: ARE_YOU_DEAD from %s: hdr.from is null", msg.src)
                 return
             for _ in range(self.num_msgs):
                 rsp = Message(hdr.from_, None, None, Message.OOB)
@@ -133,7 +149,7 @@ class VERIFY_SUSPECT(Protocol):  # noqa: N801 - the JGroups name
                 self.down_prot.down_msg(rsp)
         elif hdr.type == VerifyHeader.I_AM_NOT_DEAD:
             if hdr.from_ is None:
-                self.log.error("VERIFY_SUSPECT: I_AM_NOT_DEAD from %s: hdr.from is null", msg.src)
+                self._rl.error("no-from", "VERIFY_SUSPECT: I_AM_NOT_DEAD from %s: hdr.from is null", msg.src)
                 return
             self.unsuspect(hdr.from_)
         # any other type: dropped, as in Java
@@ -208,4 +224,5 @@ class VERIFY_SUSPECT(Protocol):  # noqa: N801 - the JGroups name
             pending = [str(m) for m in self.suspects]
         return {"num_verifications": self.num_verifications, "num_confirmed": self.num_confirmed,
                 "num_unsuspected": self.num_unsuspected, "num_are_you_dead_received": self.num_are_you_dead_received,
+                "num_non_member_suspects": self.num_non_member_suspects, "failed_msgs": self._guard.failed,
                 "pending": pending}

@@ -32,6 +32,7 @@ from jgpy._core.address import set_logical_name
 from jgpy._core.headers import GmsHeader
 from jgpy._core.message import Message
 from jgpy._core.types import Digest, JoinRsp, MergeView, View, ViewId
+from jgpy.protocols.guard import MessageGuard
 from jgpy.protocols.pbcast.merger import MergeData, Merger
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
@@ -104,9 +105,12 @@ class Request:
 
 
 class ViewHandler:
-    """The thread that turns JOIN/LEAVE/SUSPECT requests into views, bundling requests that arrive together."""
+    """The thread that turns JOIN/LEAVE/SUSPECT requests into views, bundling requests that arrive together.
+    At most MAX_QUEUED requests wait (2.12: no limit); more are dropped and counted (``dropped``): a flood of
+    JOIN_REQs from made-up senders must not grow the queue without limit (a real joiner asks again)."""
 
     MAX_COMPLETION_MS = 10000
+    MAX_QUEUED = 10000
 
     def __init__(self, gms: "GMS") -> None:
         self.gms = gms
@@ -118,6 +122,7 @@ class ViewHandler:
         self._idle = threading.Condition(self._lock)
         self._processing = False
         self._resumers: dict = {}          # merge id -> timer task that resumes us if nobody else does
+        self.dropped = 0
 
     @property
     def suspended(self) -> bool:
@@ -175,6 +180,11 @@ class ViewHandler:
                 return
             if self._suspended:
                 self.gms.log.debug("%s: view handler is suspended (merging); %s discarded", self.gms.local_addr, req)
+                return
+            if self.q.qsize() >= self.MAX_QUEUED:
+                self.dropped += 1
+                self.gms._rl.warning("view-handler-full", "%s: %d view requests are waiting: %s dropped",
+                                     self.gms.local_addr, self.MAX_QUEUED, req)
                 return
             self.q.put(req)
             if self._thread is None or not self._thread.is_alive():
@@ -361,11 +371,11 @@ class ClientGmsImpl(GmsImpl):
             if rsp.fail_reason is not None:
                 raise JoinRejectedError(rsp.fail_reason)
             if rsp.digest is None or len(rsp.digest) == 0:
-                gms.log.warning("digest response has no senders: digest=%s", rsp.digest)
+                gms._rl.warning("join-no-digest", "digest response has no senders: digest=%s", rsp.digest)
                 rsp = None
                 continue
             if rsp.view is None:
-                gms.log.error("JoinRsp has a null view, skipping it")
+                gms._rl.error("join-no-view", "JoinRsp has a null view, skipping it")
                 rsp = None
                 continue
             digest = rsp.digest.copy()
@@ -379,7 +389,7 @@ class ClientGmsImpl(GmsImpl):
                 digest.set(coord, low, hd + 1, max(hr, hd + 1))
             gms.set_digest(digest)
             if not self._install(rsp.view):
-                gms.log.error("view installation failed, retrying to join the group")
+                gms._rl.error("join-install-failed", "view installation failed, retrying to join the group")
                 rsp = None
                 continue
             gms.send_view_ack(coord)
@@ -408,7 +418,8 @@ class ClientGmsImpl(GmsImpl):
     def _install(self, view: View) -> bool:
         gms = self.gms
         if gms.local_addr is None or view.members is None or gms.local_addr not in view.members:
-            gms.log.error("I (%s) am not member of %s, will not install view", gms.local_addr, view.members)
+            gms._rl.error("not-in-view", "I (%s) am not member of %s, will not install view", gms.local_addr,
+                          view.members)
             return False
         gms.install_view(view)
         gms.become_participant()
@@ -521,7 +532,7 @@ class CoordGmsImpl(ServerGmsImpl):
 
     def suspect(self, mbr) -> None:
         if mbr == self.gms.local_addr:
-            self.gms.log.warning("I (%s) am the coordinator and am suspected: ignoring it", mbr)
+            self.gms._rl.warning("coord-suspected", "I (%s) am the coordinator and am suspected: ignoring it", mbr)
             return
         self.handle_requests([Request(Request.SUSPECT, mbr, True)])
 
@@ -558,17 +569,18 @@ class CoordGmsImpl(ServerGmsImpl):
         current = list(gms.members)
         leaving = [m for m in dict.fromkeys(leaving) if m in current]
         if me in suspected:
-            gms.log.warning("I am the coordinator and I'm being suspected: ignoring it")
+            gms._rl.warning("coord-suspected", "I am the coordinator and I'm being suspected: ignoring it")
             suspected = [m for m in suspected if m != me]
         suspected = [m for m in dict.fromkeys(suspected) if m in current]
         for m in list(new_mbrs):
             if m in current:                          # already joined
                 gms.counters["joins_from_existing_members"] += 1
                 if gms.reject_join_from_existing_member:
-                    gms.log.warning("%s: %s is already a member: rejecting its JOIN_REQ", me, m)
+                    gms._rl.warning("join-existing", "%s: %s is already a member: rejecting its JOIN_REQ", me, m)
                     gms.send_join_response(JoinRsp(None, None, f"{m} is already a member of {gms.view_id}"), m)
                 else:
-                    gms.log.warning("%s: %s already present; returning existing view %s", me, m, gms.view)
+                    gms._rl.warning("join-existing", "%s: %s already present; returning existing view %s", me, m,
+                                    gms.view)
                     gms.send_join_response(JoinRsp(View(gms.view_id, current), gms.get_digest()), m)
                 new_mbrs.remove(m)
         if not new_mbrs and not leaving and not suspected:
@@ -667,6 +679,7 @@ class GMS(Protocol):
         self._impls: dict[str, GmsImpl] = {}
         self.impl: GmsImpl = self._impl(ClientGmsImpl)
         self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, "a GMS message", self._rl)
         self.num_views = 0
         self.counters = dict.fromkeys(("views_installed", "views_discarded", "joins_from_existing_members",
                                        "view_acks_missing"), 0)
@@ -773,8 +786,8 @@ class GMS(Protocol):
         mbrs = list(new_view.members or ())
         if self.view_id is not None and vid.compare_to(self.view_id) <= 0:
             self.counters["views_discarded"] += 1
-            self.log.warning("%s: received view < current view; discarding it (current vid: %s, new vid: %s)",
-                             self.local_addr, self.view_id, vid)
+            self._rl.warning("old-view", "%s: received view < current view; discarding it (current vid: %s, new vid: "
+                             "%s)", self.local_addr, self.view_id, vid)
             return
         if digest is not None:
             if isinstance(new_view, MergeView):
@@ -865,13 +878,13 @@ class GMS(Protocol):
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
-        for msg in mine:
-            try:
-                self._handle(msg, msg.get_header(self.id))
-            except Exception:  # noqa: BLE001
-                self.log.exception("%s: failed handling %r from %s", self.local_addr, msg.get_header(self.id), msg.src)
+        if mine:
+            self._guard.each(mine, self._handle_msg)
         if rest:
             self.up_prot.up_batch(rest)
+
+    def _handle_msg(self, msg: Message) -> None:
+        self._handle(msg, msg.get_header(self.id))
 
     def _handle(self, msg: Message, hdr: GmsHeader) -> None:
         t = hdr.type
@@ -930,7 +943,8 @@ class GMS(Protocol):
                 rsp.put_header(self.id, GmsHeader(H.GET_DIGEST_RSP, my_digest=Digest([(self.local_addr, *entry)])))
                 self.down_prot.down_msg(rsp)
         else:
-            self._rl.warning(f"unknown-{t}", "%s: GmsHeader with type=%s from %s not known", self.local_addr, t, msg.src)
+            self._rl.warning("unknown-type", "%s: GmsHeader with type=%s from %s not known", self.local_addr, t,
+                             msg.src)
 
     def stop(self) -> None:
         self.view_handler.stop()
@@ -941,5 +955,7 @@ class GMS(Protocol):
         d["view"] = str(self.view)
         d["role"] = type(self.impl).__name__
         d["view_handler_suspended"] = self.view_handler.suspended
+        d["view_requests_dropped"] = self.view_handler.dropped
+        d["failed_msgs"] = self._guard.failed
         d.update({f"merge.{k}": v for k, v in self.merger.dump_stats().items()})
         return d

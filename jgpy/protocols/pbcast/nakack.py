@@ -9,6 +9,13 @@ retransmission when a sender's last message was lost (seed 000, "Last message dr
 
 Threads: windows are filled on the receive threads; deliverable messages are handed, in order, to the
 channel's delivery thread (everything above NAKACK runs there). OOB messages go up right away.
+
+Bounds (unlike 2.12, which asks for a whole gap at once and answers any requester in full): a window's
+memory follows the messages it holds, not the seqno gap a (spoofed) message opens (see
+``jgpy._core.tables``); each retransmission round asks a sender for at most ``max_xmit_req_size`` missing
+seqnos, lowest first; XMIT_REQs from non-members are dropped, and one XMIT_REQ is answered with at most
+``max_xmit_req_size`` messages and ``max_xmit_rsp_bytes`` bytes. Windows exist only for members (digests
+create them), so multicasts from strangers are dropped without a trace but a counter.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ MSG, XMIT_REQ, XMIT_RSP = NakAckHeader.MSG, NakAckHeader.XMIT_REQ, NakAckHeader.
 OOB = Message.OOB
 NO_RELIABILITY = Message.NO_RELIABILITY
 OOB_DELIVERED = Message.OOB_DELIVERED
+_PAGED_WINDOW = ignored("jgpy's window is a table of 1024-seqno pages that exist while they hold messages")
 
 
 class NAKACK(Protocol):
@@ -55,15 +63,20 @@ class NAKACK(Protocol):
     xmit_tick = Property(to_int, 0, "jgpy: ms between checks for due retransmissions (0: a quarter of the "
                          "smallest retransmit timeout)")
     max_xmit_buf_size = Property(to_int, 0, "bound of the retransmission buffer", deprecated="ignored, as in 2.12")
+    max_xmit_req_size = Property(to_int, 1024, "jgpy (NAKACK2's name): seqnos asked for per sender and "
+                                 "retransmission round, lowest first (a longer gap is asked for over the next "
+                                 "rounds); also the most messages one XMIT_REQ is answered with (0: no limit)")
+    max_xmit_rsp_bytes = Property(to_int, 2_000_000, "jgpy: payload bytes one XMIT_REQ is answered with at most "
+                                  "(the requester asks again for the rest; 0: no limit)")
 
     IGNORED_PROPERTIES = {
         "use_stats_for_retransmission": ignored("jgpy uses retransmit_timeout/exponential_backoff"),
         "use_range_based_retransmitter": ignored("jgpy's retransmitter always works on ranges"),
         "print_stability_history_on_failed_xmit": ignored("jgpy logs missing messages without the history"),
-        "xmit_table_num_rows": ignored("jgpy's window is a growing circular buffer"),
-        "xmit_table_msgs_per_row": ignored("jgpy's window is a growing circular buffer"),
-        "xmit_table_resize_factor": ignored("jgpy's window is a growing circular buffer"),
-        "xmit_table_max_compaction_time": ignored("jgpy's window is a growing circular buffer"),
+        "xmit_table_num_rows": _PAGED_WINDOW,
+        "xmit_table_msgs_per_row": _PAGED_WINDOW,
+        "xmit_table_resize_factor": _PAGED_WINDOW,
+        "xmit_table_max_compaction_time": _PAGED_WINDOW,
         "max_xmit_size": ignored("deprecated in 2.12"),
         "eager_lock_release": ignored("deprecated in 2.12"),
         "stats_list_size": ignored("deprecated in 2.12"),
@@ -94,7 +107,9 @@ class NAKACK(Protocol):
             ("msgs_sent", "msgs_received", "msgs_delivered", "oob_delivered", "xmit_reqs_sent", "xmit_reqs_received",
              "xmit_rsps_sent", "xmit_rsps_received", "missing_msgs_received", "dropped_not_server",
              "dropped_no_window", "dropped_duplicate", "dropped_bad_seqno", "xmit_not_found", "last_msg_xmits",
-             "windows_reset_with_pending"), 0)
+             "windows_reset_with_pending", "xmit_reqs_dropped_non_member", "xmit_rsps_truncated",
+             "control_failed"), 0)
+        self._member_set: frozenset = frozenset()
 
     # ---- life cycle ----
 
@@ -170,13 +185,18 @@ class NAKACK(Protocol):
         for msg in unreliable:
             self.up_prot.up_batch([msg])
         for msg, hdr in control:
-            if hdr.type == XMIT_REQ:
-                if hdr.range is None:
-                    self._rl.error("xmit-no-range", "XMIT_REQ from %s without a range", msg.src)
-                    continue
-                self._handle_xmit_req(msg.src, hdr.range.low, hdr.range.high, hdr.sender)
-            else:
-                self._rl.error("bad-type", "NakAck header type %s not known", hdr.type)
+            try:
+                if hdr.type == XMIT_REQ:
+                    if hdr.range is None:
+                        self._rl.error("xmit-no-range", "XMIT_REQ from %s without a range", msg.src)
+                        continue
+                    self._handle_xmit_req(msg.src, hdr.range.low, hdr.range.high, hdr.sender)
+                else:
+                    self._rl.error("bad-type", "NakAck header type %s not known", hdr.type)
+            except Exception:  # noqa: BLE001 - one bad request must not hurt the rest of the batch
+                self.counters["control_failed"] += 1
+                self._rl.exception("control-failed", "%s: failed handling a NAKACK message from %s",
+                                   self.local_addr, msg.src)
         if self._recv.dropped_null_sender != self._null_senders_seen:
             self._null_senders_seen = self._recv.dropped_null_sender
             self._rl.error("null-sender", "dropped multicasts without a sender (%d so far)", self._null_senders_seen)
@@ -194,7 +214,7 @@ class NAKACK(Protocol):
                 run = ex.enqueue(self._deliver, deliver, marks)
         for sender, n in no_window:
             if not self.leaving and self.log_discard_msgs:
-                self._rl.warning(f"no-window-{sender}", "%s: dropped %d message(s) from %s (not in table %s), view=%s",
+                self._rl.warning("no-window", "%s: dropped %d message(s) from %s (not in table %s), view=%s",
                                  me, n, sender, list(self.windows), self.view)
         for sender, err in bad:
             self._rl.warning("bad-seqno", "%s: dropped a message from %s: %s", me, sender, err)
@@ -216,22 +236,38 @@ class NAKACK(Protocol):
     # ---- retransmission ----
 
     def _handle_xmit_req(self, requester, first: int, last: int, original_sender) -> None:
+        """Answer a retransmission request. Unlike 2.12, only members are answered (a stranger's request is
+        dropped and counted), and the answer is bounded by ``max_xmit_req_size`` messages and
+        ``max_xmit_rsp_bytes``: one small request must not make us send megabytes (the requester asks again
+        for what is still missing)."""
         if first > last:
+            return
+        if requester not in self._member_set and requester != self.local_addr:
+            self.counters["xmit_reqs_dropped_non_member"] += 1
+            self._rl.warning("xmit-non-member", "%s: dropped an XMIT_REQ from %s: not a member of %s",
+                             self.local_addr, requester, self.view)
             return
         self.counters["xmit_reqs_received"] += last - first + 1
         win = self.windows.get(original_sender)
         if win is None:
-            self._rl.error(f"xmit-no-win-{original_sender}", "%s: XMIT_REQ from %s: %s not found in the "
-                           "retransmission table", self.local_addr, requester, original_sender)
+            self._rl.error("xmit-no-win", "%s: XMIT_REQ from %s: %s not found in the retransmission table",
+                           self.local_addr, requester, original_sender)
             return
-        found = win.get_range(first, last)
-        if len(found) < last - first + 1:
-            self.counters["xmit_not_found"] += last - first + 1 - len(found)
+        limit = self.max_xmit_req_size
+        found = win.get_range(first, last, limit)
+        missing = last - first + 1 - len(found)
+        if missing > 0 and (limit <= 0 or len(found) < limit):     # (cut by the limit: we cannot tell)
+            self.counters["xmit_not_found"] += missing
             if self.log_not_found_msgs:
-                self._rl.warning(f"xmit-missing-{original_sender}", "%s: (requester=%s) %d message(s) of %s in "
-                                 "[%d-%d] are not in the retransmission table (%s)", self.local_addr, requester,
-                                 last - first + 1 - len(found), original_sender, first, last, win.digest())
+                self._rl.warning("xmit-missing", "%s: (requester=%s) %d message(s) of %s in [%d-%d] are not in "
+                                 "the retransmission table (%s)", self.local_addr, requester, missing,
+                                 original_sender, first, last, win.digest())
+        max_bytes, sent = self.max_xmit_rsp_bytes, 0
         for msg in found:
+            if max_bytes > 0 and sent > 0 and sent + msg.length > max_bytes:
+                self.counters["xmit_rsps_truncated"] += 1
+                break
+            sent += msg.length
             self._send_xmit_rsp(requester, msg)
 
     def _send_xmit_rsp(self, dest, msg: Message) -> None:
@@ -265,7 +301,7 @@ class NAKACK(Protocol):
         for sender, win in list(self.windows.items()):
             if sender == me:
                 continue
-            for first, last in win.xmit_due(now):
+            for first, last in win.xmit_due(now, self.max_xmit_req_size):
                 self.retransmit(first, last, sender)
 
     # ---- digests and stability ----
@@ -381,8 +417,10 @@ class NAKACK(Protocol):
             return None
         if t == EventType.TMP_VIEW:
             self.members = list(evt.arg.members or ())
+            self._member_set = frozenset(self.members)
         elif t == EventType.VIEW_CHANGE:
             self.members = list(evt.arg.members or ())
+            self._member_set = frozenset(self.members)
             self.view = evt.arg
             me = self.local_addr
             for sender in list(self.windows):

@@ -7,6 +7,10 @@ highest received; the sender goes on the heard-from list. A digest with other se
 round (no unilateral action). When everybody has been heard from, the digest is stable: after a random
 delay (up to ``stability_delay``) it is multicast as STABILITY, unless somebody else's STABILITY came
 first; on STABILITY, NAKACK purges and asks for any "last message" it missed.
+
+Unlike 2.12, STABLE_GOSSIP and STABILITY from senders that are not members of the view are ignored (and
+counted): a stranger's vote would keep the votes from ever matching the members (no stability, so NAKACK's
+windows would grow forever), and a stranger's STABILITY would purge messages others may still need.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from jgpy._core.batch import total_length
 from jgpy._core.headers import StableHeader
 from jgpy._core.message import Message
 from jgpy._core.types import Digest
+from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, to_float, to_int, to_size
 from jgpy.stack.protocol import UP_HEADER, UP_MULTICASTS, Protocol
 
@@ -52,7 +58,9 @@ class STABLE(Protocol):
         self._stability_task = None
         self._resume_task = None
         self.counters = dict.fromkeys(("stable_sent", "stable_received", "stability_sent", "stability_received",
-                                       "digest_resets"), 0)
+                                       "digest_resets", "dropped_non_member"), 0)
+        self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, "a STABLE message", self._rl)
 
     # ---- life cycle ----
 
@@ -105,16 +113,26 @@ class STABLE(Protocol):
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
-        for msg in mine:
-            hdr = msg.get_header(self.id)
-            if hdr.type == STABLE_GOSSIP:
-                self._handle_stable(msg.src, hdr.stable_digest)
-            elif hdr.type == STABILITY:
-                self._handle_stability(hdr.stable_digest, msg.src)
+        if mine:
+            self._guard.each(mine, self._handle_msg)
         if rest:
             if self.max_bytes > 0:
                 self._count_bytes(rest)
             self.up_prot.up_batch(rest)
+
+    def _handle_msg(self, msg: Message) -> None:
+        hdr = msg.get_header(self.id)
+        if hdr.type not in (STABLE_GOSSIP, STABILITY):
+            return
+        if msg.src not in self.mbrs:
+            self.counters["dropped_non_member"] += 1
+            self._rl.warning("non-member", "%s: dropped a STABLE message from %s: not a member of %s",
+                             self.local_addr, msg.src, self.mbrs)
+            return
+        if hdr.type == STABLE_GOSSIP:
+            self._handle_stable(msg.src, hdr.stable_digest)
+        else:
+            self._handle_stability(hdr.stable_digest, msg.src)
 
     def _count_bytes(self, msgs: list) -> None:
         n = total_length(msgs, multicasts_only=True)
@@ -250,4 +268,5 @@ class STABLE(Protocol):
         d = dict(self.counters)
         d["suspended"] = self.suspended
         d["votes"] = len(self.votes)
+        d["failed_msgs"] = self._guard.failed
         return d

@@ -23,6 +23,11 @@ in a NAKACK window means "queued there", not "seen by the application". So:
 
 OOB messages are not ordered with respect to the state (as in JGroups). Without FLUSH, a message that FRAG2
 fragmented and whose fragments straddle the provider's cut is lost for the requester (as in JGroups).
+
+Unlike 2.12, a STATE_REQ is answered only when the requester is a member of the view (a stranger must not
+make us close the BARRIER and send our whole state anywhere), and a STATE_RSP is taken only while we wait for
+one, from the provider we asked (a stranger must not overwrite our NAKACK windows or our application's state);
+the others are dropped and counted.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ from typing import Any
 
 from jgpy._core.headers import StateHeader
 from jgpy._core.message import Message
+from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType, StateTransferInfo
+from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, to_bool, to_int
 from jgpy.stack.protocol import UP_HEADER, UP_MULTICASTS, Protocol
 
@@ -227,6 +234,12 @@ class STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups name
     use_flush = Property(to_bool, False, "run a flush around the transfer", deprecated="FLUSH decides by itself")
     flush_timeout = Property(to_int, 0, "timeout of the flush", deprecated="FLUSH decides by itself")
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, "a STATE_TRANSFER message", self._rl)
+        self.counters.update(state_reqs_dropped=0, state_rsps_dropped=0)
+
     # ---- messages ----
 
     def up_needs(self) -> int:
@@ -234,21 +247,37 @@ class STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups name
 
     def up_batch(self, msgs: list) -> None:
         mine, rest = self.split_mine(msgs)
-        for msg in mine:
-            hdr = msg.get_header(self.id)
-            try:
-                if hdr.type == StateHeader.STATE_REQ:
-                    self._handle_state_req(hdr)
-                elif hdr.type == StateHeader.STATE_RSP:
-                    self._handle_state_rsp(hdr, msg.buffer)
-                else:
-                    self.log.error("type %s not known in StateHeader", hdr.type)
-            except Exception:  # noqa: BLE001 - a failed transfer must not stop delivery
-                self.log.exception("%s: failed handling %r from %s", self.local_addr, hdr, msg.src)
+        if mine:
+            self._guard.each(mine, self._handle_msg)
         if rest:
             rest = self._drop_stale(rest)
             if rest:
                 self.up_prot.up_batch(rest)
+
+    def _handle_msg(self, msg: Message) -> None:
+        hdr = msg.get_header(self.id)
+        if hdr.type == StateHeader.STATE_REQ:
+            if hdr.sender is None or hdr.sender not in self.members:
+                self.counters["state_reqs_dropped"] += 1
+                self._rl.warning("req-non-member", "%s: dropped a STATE_REQ from %s for %s: not a member of %s",
+                                 self.local_addr, msg.src, hdr.sender, self.members)
+                return
+            self._handle_state_req(hdr)
+        elif hdr.type == StateHeader.STATE_RSP:
+            provider = self._provider
+            if not self._waiting or (provider is not None and msg.src != provider):
+                self.counters["state_rsps_dropped"] += 1
+                self._rl.warning("rsp-unexpected", "%s: dropped a STATE_RSP from %s: not waiting for one from it "
+                                 "(provider: %s)", self.local_addr, msg.src, provider)
+                return
+            self._handle_state_rsp(hdr, msg.buffer)
+        else:
+            self._rl.error("bad-type", "type %s not known in StateHeader", hdr.type)
+
+    def dump_stats(self) -> dict[str, Any]:
+        d = super().dump_stats()
+        d["failed_msgs"] = self._guard.failed
+        return d
 
     def _state_request(self, target, state_id: str | None) -> Message:
         req = Message(target)
