@@ -1,0 +1,418 @@
+"""A hostile peer for tests: bad input for every receive path of a member, built byte by byte.
+
+Every generator yields ``(kind, bytes)``: ``kind`` names the attack (a test reports which kinds it sent and
+how many). Datagrams carry the real cluster name and version, so they reach the protocols rather than being
+dropped at the door, unless the attack is the door itself. Deep structures are written by hand (:func:`deep_merge_view_gms`):
+jgpy's own encoder recurses, and the point is to send what no sane encoder produces.
+
+The socket attacks (:class:`SlowLoris`, :func:`flood_connections`) hold connections open in the caller's
+process; they close everything they opened when stopped.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from jgpy._core.address import UUID, IpAddress
+from jgpy._core.jg212 import DIALECT, VERSION, encode_tcp_handshake, frame
+
+# protocol ids and magic numbers of the 2.12 dialect (jg-protocol-ids.xml, jg-magic-map.xml)
+ID_UDP, ID_TCP = 21, 22
+ID_FRAG, ID_FRAG2, ID_PING, ID_UNICAST, ID_GMS, ID_NAKACK, ID_STABLE = 4, 5, 6, 12, 14, 15, 16
+ID_FD_SOCK, ID_FD_ALL, ID_VERIFY, ID_MFC, ID_UFC, ID_MERGE2 = 3, 29, 13, 44, 45, 0
+MAGIC = {"Frag": 7, "Ping": 13, "Unicast": 21, "Verify": 22, "Gms": 24, "NakAck": 25, "Stable": 27,
+         "Fc": 54, "Tp": 56, "Heartbeat": 61, "FdSock": 6}
+
+TP_LIST, TP_MULTICAST = 0x01, 0x02
+MAX_DATAGRAM = 65000
+
+
+def _utf(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return struct.pack(">H", len(b)) + b
+
+
+def address(a) -> bytes:
+    """``Util.writeAddress`` of a jgpy address (or None)."""
+    return DIALECT.encode_address(a)
+
+
+def stranger(rnd: random.Random) -> UUID:
+    """A made-up member address."""
+    return UUID(rnd.getrandbits(63), rnd.getrandbits(63))
+
+
+@dataclass
+class Hdr:
+    """One header as it goes on the wire: protocol id, magic number, body."""
+
+    pid: int
+    magic: int
+    body: bytes
+
+    def encode(self) -> bytes:
+        return struct.pack(">hh", self.pid, self.magic) + self.body
+
+
+def message(src, hdrs: list[Hdr], dest=None, payload: bytes | None = None, flags: int = 0,
+            no_addrs: bool = False, header_count: int | None = None) -> bytes:
+    """``Message.writeTo`` (or ``writeToNoAddrs`` for a list entry with its own src) of hand-made headers;
+    ``header_count`` overrides the count written before them."""
+    leading = 0
+    out = bytearray()
+    if not no_addrs and dest is not None:
+        leading |= 0x01
+    if src is not None:
+        leading |= 0x02
+    if payload is not None:
+        leading |= 0x04
+    out += bytes([leading, flags & 0xFF])
+    if leading & 0x01:
+        out += address(dest)
+    if leading & 0x02:
+        out += address(src)
+    if payload is not None:
+        out += struct.pack(">i", len(payload)) + payload
+    out += struct.pack(">h", len(hdrs) if header_count is None else header_count)
+    for h in hdrs:
+        out += h.encode()
+    return bytes(out)
+
+
+def datagram(msg: bytes, multicast: bool) -> bytes:
+    """A single-message datagram (``TP.writeMessage``)."""
+    return struct.pack(">hB", VERSION, TP_MULTICAST if multicast else 0) + msg
+
+
+def bundle(src, entries: Iterable[bytes], multicast: bool, dest=None) -> bytes:
+    """A LIST datagram of message entries written with :func:`message` (``no_addrs=True``)."""
+    out = bytearray(struct.pack(">hB", VERSION, TP_LIST | (TP_MULTICAST if multicast else 0)))
+    out += address(dest) + address(src)
+    for e in entries:
+        out += b"\x01" + e
+    out += b"\x00"
+    return bytes(out)
+
+
+class Forger:
+    """Hand-made messages of one cluster: the transport header goes last, as a real member's would."""
+
+    def __init__(self, cluster: str, tp_id: int = ID_UDP):
+        self.cluster = cluster
+        self.tp = Hdr(tp_id, MAGIC["Tp"], _utf(cluster))
+
+    def msg(self, src, hdrs: list[Hdr], dest=None, payload: bytes | None = None, flags: int = 0,
+            no_addrs: bool = False, header_count: int | None = None) -> bytes:
+        return message(src, hdrs + [self.tp], dest, payload, flags, no_addrs, header_count)
+
+    def dgram(self, src, hdrs: list[Hdr], dest=None, payload: bytes | None = None, flags: int = 0) -> bytes:
+        return datagram(self.msg(src, hdrs, dest, payload, flags), dest is None)
+
+
+# ---- header bodies -------------------------------------------------------------------------------------
+
+def nakack_msg(seqno: int) -> Hdr:
+    return Hdr(ID_NAKACK, MAGIC["NakAck"], struct.pack(">bq", 1, seqno))
+
+
+def nakack_xmit_req(low: int, high: int, original_sender) -> Hdr:
+    return Hdr(ID_NAKACK, MAGIC["NakAck"], struct.pack(">bbqq", 2, 1, low, high) + address(original_sender))
+
+
+def unicast_data(seqno: int, conn_id: int, first: bool) -> Hdr:
+    return Hdr(ID_UNICAST, MAGIC["Unicast"], struct.pack(">bqh?", 0, seqno, conn_id, first))
+
+
+def unicast_ack(seqno: int) -> Hdr:
+    return Hdr(ID_UNICAST, MAGIC["Unicast"], struct.pack(">bq", 1, seqno))
+
+
+def frag(pid: int, msg_id: int, frag_id: int, num_frags: int) -> Hdr:
+    return Hdr(pid, MAGIC["Frag"], struct.pack(">qii", msg_id, frag_id, num_frags))
+
+
+def gms_body(type_: int, view_body: bytes | None, merge: bool) -> bytes:
+    """A GmsHeader with only a view (or none): type, is_merge_view, view, no mbr/mbrs/join_rsp/digest/merge_id."""
+    out = struct.pack(">b?", type_, merge)
+    out += b"\x00" if view_body is None else b"\x01" + view_body
+    out += b"\x01"                                  # mbr: null address
+    out += struct.pack(">h", -1)                     # mbrs: null
+    out += b"\x00\x00\x00\x00\x00"                   # join_rsp, digest, merge_id absent; merge_rejected, flush
+    return out
+
+
+def deep_merge_view_body(depth: int) -> bytes:
+    """The body of a MergeView whose single subgroup is a MergeView ... ``depth`` levels down (8 bytes a level)."""
+    level = b"\x00" + struct.pack(">hhh", -1, 0, 1)          # no vid, null members, no payload, 1 subgroup
+    inner = b"\x00" + struct.pack(">hhh", -1, 0, 0)          # the innermost: no subgroups
+    return level + (b"\x01" + level) * (depth - 1) + b"\x01" + inner
+
+
+def deep_merge_view_gms(depth: int) -> Hdr:
+    """A GMS VIEW header (type 5) whose MergeView nests ``depth`` MergeViews."""
+    return Hdr(ID_GMS, MAGIC["Gms"], gms_body(5, deep_merge_view_body(depth), True))
+
+
+def digest_body(count_claimed: int, entries: list[tuple]) -> bytes:
+    out = struct.pack(">h", count_claimed)
+    for a, low, hd, hr in entries:
+        out += address(a) + struct.pack(">qqq", low, hd, hr)
+    return out
+
+
+# ---- datagram attacks ----------------------------------------------------------------------------------
+
+def random_bytes(rnd: random.Random, count: int) -> Iterator[tuple[str, bytes]]:
+    """Random datagrams, half of them starting like a 2.12 datagram."""
+    for i in range(count):
+        n = rnd.choice((0, 1, 2, 3, 5, 16, 64, 512, 1500, 8000, MAX_DATAGRAM))
+        body = rnd.randbytes(rnd.randrange(n + 1))
+        if i % 2:
+            yield "random", body
+        else:
+            yield "random-versioned", struct.pack(">hB", VERSION, rnd.randrange(8)) + body
+
+
+def truncations(datagrams: list[bytes]) -> Iterator[tuple[str, bytes]]:
+    """Every truncation of each of ``datagrams``."""
+    for d in datagrams:
+        for cut in range(len(d)):
+            yield "truncated", d[:cut]
+
+
+def absurd(f: Forger, rnd: random.Random, multicast: bool, dest=None) -> Iterator[tuple[str, bytes]]:
+    """Absurd lengths, counts and depths, each in an otherwise well-formed datagram."""
+    src = stranger(rnd)
+    d = None if multicast else dest
+    # payload length 2^31 - 1 and negative
+    base = f.msg(src, [], d, b"abcd")
+    at = base.index(struct.pack(">i", 4))
+    for n in (0x7FFFFFFF, -5, 0x10000000):
+        yield "payload-length", datagram(base[:at] + struct.pack(">i", n) + base[at + 4:], multicast)
+    # header count 32767 with two headers present
+    yield "header-count", datagram(f.msg(src, [nakack_msg(1)], d, b"x" * 16, header_count=32767), multicast)
+    # a digest claiming 32767 entries (STABLE gossip) and one claiming a negative count
+    for n in (32767, -3, 2000):
+        stable = Hdr(ID_STABLE, MAGIC["Stable"], struct.pack(">ib", 1, 1) + digest_body(n, [(src, 0, 5, 5)]))
+        yield "digest-count", f.dgram(src, [stable], d)
+    # an address list claiming 32767 members
+    gms = Hdr(ID_GMS, MAGIC["Gms"], struct.pack(">b?", 1, False) + b"\x00\x01" + struct.pack(">h", 32767) + b"\x03" * 64)
+    yield "address-count", f.dgram(src, [gms], d)
+    # a MergeView nested as deep as one datagram allows (8 bytes a level)
+    yield "merge-view-depth", f.dgram(src, [deep_merge_view_gms((MAX_DATAGRAM - 200) // 8)], d)
+    # a LIST of 10,000 empty messages (a count no bundle of ours reaches)
+    entry = f.msg(None, [], None, None, 0, True)
+    yield "list-length", bundle(src, [entry] * min(10_000, (MAX_DATAGRAM - 100) // len(entry)), multicast, d)
+
+
+def wrong_protocol_ids(f: Forger, rnd: random.Random, multicast: bool, dest=None) -> Iterator[tuple[str, bytes]]:
+    """Headers filed under another protocol's id (a GMS header as NAKACK's, a NAKACK header as UNICAST's ...),
+    each in a LIST between well-formed messages."""
+    src = stranger(rnd)
+    d = None if multicast else dest
+    swaps = [Hdr(ID_NAKACK, MAGIC["Gms"], gms_body(1, None, False)),
+             Hdr(ID_UNICAST, MAGIC["NakAck"], nakack_msg(5).body),
+             Hdr(ID_GMS, MAGIC["Unicast"], unicast_data(1, 0, True).body),
+             Hdr(ID_FRAG2, MAGIC["Ping"], struct.pack(">bb", 1, 0) + b"\x00\x00" + b"\x00"),
+             Hdr(ID_STABLE, MAGIC["Frag"], frag(ID_FRAG2, 1, 0, 2).body),
+             Hdr(ID_UFC, MAGIC["Stable"], struct.pack(">ib", 1, 0)),
+             Hdr(ID_MFC, MAGIC["NakAck"], nakack_msg(7).body),
+             Hdr(ID_VERIFY, MAGIC["Fc"], b"\x01"),
+             Hdr(ID_FD_ALL, MAGIC["Verify"], struct.pack(">h", 1) + b"\x01"),
+             Hdr(ID_PING, MAGIC["Heartbeat"], b"")]
+    for h in swaps:
+        entries = [f.msg(None, [], None, b"before", 0, True), f.msg(None, [h], None, b"bad", 0, True),
+                   f.msg(None, [], None, b"after", 0, True)]
+        yield "wrong-protocol-id", bundle(src, entries, multicast, d)
+        yield "wrong-protocol-id", f.dgram(src, [h], d, b"alone")
+
+
+def strangers_with_seqnos(f: Forger, rnd: random.Random, dest, senders: int) -> Iterator[tuple[str, bytes]]:
+    """Unicasts from ``senders`` made-up members: a ``first`` message at a low seqno, then one ~2^24 further,
+    and fragments claiming 2^31 - 1 parts; what used to open a window / table for each and size it by the
+    claim."""
+    for _ in range(senders):
+        src = stranger(rnd)
+        first = rnd.randrange(1, 1000)
+        yield "unicast-first", f.dgram(src, [unicast_data(first, 7, True)], dest, b"hello")
+        yield "unicast-far-seqno", f.dgram(src, [unicast_data(first + (1 << 24) - 2, 7, False)], dest, b"far")
+        yield "unicast-far-seqno", f.dgram(src, [unicast_data(rnd.randrange(1 << 62), 7, True)], dest, b"far")
+        yield "frag2-num-frags", f.dgram(src, [unicast_data(first + 1, 7, False),
+                                                frag(ID_FRAG2, rnd.randrange(1 << 40), 1, 0x7FFFFFFF)], dest,
+                                         b"f" * 64)
+        yield "frag-num-frags", f.dgram(src, [frag(ID_FRAG, rnd.randrange(1 << 40), 3, 0x7FFFFFFF)], dest,
+                                        b"f" * 64)
+
+
+def spoofed_member(f: Forger, rnd: random.Random, member, multicast: bool, dest=None,
+                   far: int = 1 << 23) -> Iterator[tuple[str, bytes]]:
+    """Multicasts (or unicasts) that claim to come from a real member: NAKACK seqnos far beyond what it sent,
+    fragments claiming 2^31 - 1 parts, a retransmission request for 2^40 of its messages."""
+    d = None if multicast else dest
+    for k in range(4):
+        yield "spoofed-far-seqno", f.dgram(member, [nakack_msg(far + rnd.randrange(far))], d, b"spoofed")
+        yield "spoofed-frag2", f.dgram(member, [nakack_msg(far * 2 + k), frag(ID_FRAG2, rnd.randrange(1 << 40),
+                                                                                   k, 0x7FFFFFFF)], d, b"f" * 64)
+    yield "xmit-req-flood", f.dgram(stranger(rnd), [nakack_xmit_req(0, 1 << 40, member)], d)
+    yield "xmit-req-flood", f.dgram(member, [nakack_xmit_req(0, 1 << 40, member)], d)
+
+
+def all_datagram_attacks(f: Forger, rnd: random.Random, dest, member, multicast: bool,
+                         seeds: list[bytes], senders: int = 200) -> Iterator[tuple[str, bytes]]:
+    """Everything above for one socket (``dest``: the target's logical address, for unicasts)."""
+    yield from random_bytes(rnd, 300)
+    yield from truncations(seeds)
+    yield from absurd(f, rnd, multicast, dest)
+    yield from wrong_protocol_ids(f, rnd, multicast, dest)
+    if not multicast:
+        yield from strangers_with_seqnos(f, rnd, dest, senders)
+    yield from spoofed_member(f, rnd, member, multicast, dest)
+
+
+# ---- sending ---------------------------------------------------------------------------------------------
+
+def send_datagrams(attacks: Iterable[tuple[str, bytes]], to: tuple[str, int], pace_every: int = 50,
+                   pause: float = 0.002) -> dict[str, int]:
+    """Send each attack datagram to ``to`` (a unicast socket or a multicast group on loopback); returns how
+    many of each kind were sent. Pauses briefly every ``pace_every`` datagrams so the target's socket buffer
+    is not simply overrun (then the test would prove nothing about the decoder)."""
+    sent: dict[str, int] = {}
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+        for i, (kind, data) in enumerate(attacks):
+            try:
+                s.sendto(data[:MAX_DATAGRAM], to)
+            except OSError:
+                continue
+            sent[kind] = sent.get(kind, 0) + 1
+            if i % pace_every == pace_every - 1:
+                time.sleep(pause)
+    finally:
+        s.close()
+    return sent
+
+
+# ---- stream attacks (TCP transport, FD_SOCK, state server) -----------------------------------------------
+
+def tcp_handshake(claimed: IpAddress) -> bytes:
+    """The ``bela`` handshake claiming to be ``claimed``."""
+    return encode_tcp_handshake(claimed)
+
+
+def tcp_frame_attacks(f: Forger, rnd: random.Random, dest, seeds: list[bytes]) -> Iterator[tuple[str, bytes]]:
+    """Byte streams to send after a valid handshake, one connection each: absurd frame lengths, the deep
+    MergeView that used to crash the member (~150,000 levels in one 1.2 MB frame), truncated and random
+    frames."""
+    yield "frame-length-max", struct.pack(">i", 0x7FFFFFFF) + b"\x00" * 64
+    yield "frame-length-negative", struct.pack(">i", -2) + b"\x00" * 64
+    yield "merge-view-depth", frame(datagram(f.msg(stranger(rnd), [deep_merge_view_gms(150_000)], dest), False))
+    yield "random-frames", b"".join(frame(rnd.randbytes(rnd.randrange(1, 2000))) for _ in range(50))
+    yield "truncated-frames", b"".join(frame(d[:rnd.randrange(len(d))]) for d in seeds for _ in range(3))
+    yield "wrong-protocol-id", b"".join(frame(d) for _, d in wrong_protocol_ids(f, rnd, False, dest))
+    yield "strangers", b"".join(frame(d) for _, d in strangers_with_seqnos(f, rnd, dest, 50))
+
+
+#: where a stranger's connections come from: a loopback address that is not the members' (127.0.0.1)
+STRANGER_IP = "127.0.0.2"
+
+
+def connect(to: tuple[str, int], timeout: float = 2.0, source: str | None = STRANGER_IP) -> socket.socket:
+    """A TCP connection to ``to`` from ``source`` (None: whatever the kernel picks)."""
+    return socket.create_connection(to, timeout=timeout, source_address=(source, 0) if source else None)
+
+
+def stream_send(to: tuple[str, int], data: bytes, timeout: float = 5.0, linger: float = 0.2,
+                source: str | None = STRANGER_IP) -> bool:
+    """Connect, send ``data``, wait ``linger`` seconds, close. False when the peer refused or closed early."""
+    try:
+        with connect(to, timeout, source) as s:
+            s.sendall(data)
+            time.sleep(linger)
+        return True
+    except OSError:
+        return False
+
+
+class SlowLoris:
+    """``count`` connections to ``to`` that each send one byte of ``prefix`` every ``interval`` seconds, on a
+    thread of their own, until :meth:`stop` (a handshake that never completes in time)."""
+
+    def __init__(self, to: tuple[str, int], count: int, prefix: bytes, interval: float = 0.7,
+                 source: str | None = STRANGER_IP):
+        self.to, self.prefix, self.interval = to, prefix, interval
+        self.socks: list[socket.socket] = []
+        self.refused = 0
+        for _ in range(count):
+            try:
+                s = connect(to, 2.0, source)
+                s.setblocking(False)
+                self.socks.append(s)
+            except OSError:
+                self.refused += 1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="slowloris", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.wait(self.interval):
+            b = self.prefix[i % len(self.prefix):i % len(self.prefix) + 1]
+            for s in list(self.socks):
+                try:
+                    s.send(b)
+                except OSError:
+                    self.socks.remove(s)
+                    s.close()
+            i += 1
+
+    @property
+    def alive(self) -> int:
+        return len(self.socks)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for s in self.socks:
+            s.close()
+        self.socks.clear()
+
+
+def flood_connections(to: tuple[str, int], count: int, first_bytes: bytes = b"",
+                      source: str | None = STRANGER_IP) -> list[socket.socket]:
+    """Try ``count`` connections (each sends ``first_bytes``) and keep those that were made, open; the caller
+    closes them. (The server may accept and close some of them at once: they are returned too.)"""
+    socks = []
+    for _ in range(count):
+        try:
+            s = connect(to, 1.0, source)
+            if first_bytes:
+                s.sendall(first_bytes)
+            socks.append(s)
+        except OSError:
+            continue
+    return socks
+
+
+def still_open(socks: list[socket.socket]) -> int:
+    """How many of ``socks`` the server has not closed (no EOF or reset waiting)."""
+    n = 0
+    for s in socks:
+        try:
+            s.setblocking(False)
+            if s.recv(1, socket.MSG_PEEK) == b"":
+                continue
+            n += 1
+        except BlockingIOError:
+            n += 1
+        except OSError:
+            continue
+    return n
