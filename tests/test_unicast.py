@@ -145,6 +145,21 @@ def test_disconnect_sends_the_pending_acks(delayed):
     assert acks_to(delayed, p) == [2]
 
 
+def test_a_view_without_the_sender_sends_its_pending_ack_first(delayed):
+    """The window of a member that left goes with the view; the ACK still owed for what we delivered from it
+    is sent first. Dropped with the window, it would leave the sender retransmitting to us: after a merge (or
+    while views briefly disagree) we would ask for its first seqno and deliver the same messages again."""
+    from jgpy._core.types import View, ViewId
+    p = UUID.random()
+    delayed.prot.down(Event(EventType.VIEW_CHANGE, View(ViewId(delayed.local_addr, 1), [delayed.local_addr, p])))
+    delayed.tp.inject([data(delayed, p, 1, first=True), data(delayed, p, 2)])
+    delayed.top.wait_messages(2)
+    assert acks_to(delayed, p) == []
+    delayed.prot.down(Event(EventType.VIEW_CHANGE, View(ViewId(delayed.local_addr, 2), [delayed.local_addr])))
+    assert acks_to(delayed, p) == [2]
+    assert p not in delayed.prot.recv_table and not delayed.prot._pending_acks
+
+
 def test_a_pending_ack_travels_with_the_next_regular_message_to_its_sender(delayed):
     """A delayed ACK to p goes with our next regular unicast to p (the transport puts both in one datagram,
     the ACK first); an OOB message or a message to someone else carries none, nor does the message kept for

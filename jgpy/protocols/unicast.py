@@ -279,11 +279,16 @@ class UNICAST(Protocol):
             self.members = list(evt.arg.members or ())
             self._member_set = frozenset(self.members)
             with self._lock:
+                # what we delivered from a member that left is acked before its window goes (2.12 acks at once,
+                # so its sender never waits for an ACK that went with the window and retransmits to us)
+                owed = [(a, p[0]) for a, p in self._pending_acks.items() if a not in self._member_set]
                 for table in (self.send_table, self.recv_table, self._pending_acks):
                     for addr in [a for a in table if a not in self._member_set]:
                         del table[addr]
                 self._nonmember_sends.clear()
                 self._recv.set_members(self._member_set)
+            for sender, seq in owed:
+                self._send_ack(sender, seq)
         elif t == EventType.CONNECT:
             self.disconnected = False
         elif t == EventType.DISCONNECT:
