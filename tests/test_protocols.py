@@ -98,7 +98,8 @@ def test_last_message_dropped_is_recovered_by_stability(members):
     before = dict(nak_b.counters)
     a.send_numbered(1, start=10)                                         # A's last message
     assert c.wait_received(11, timeout=10)
-    assert b.wait_received(11, timeout=30), f"the lost last message was never retransmitted: {b.stats()['pbcast.NAKACK']}"
+    assert b.wait_received(11, timeout=30), \
+        f"the lost last message was never retransmitted: {b.stats()['pbcast.NAKACK']}"
     assert not check_fifo(b.received.by_sender, {"A": 11})
     assert any(m.buffer == b"A:10" for m in dropped), "A's last message was not lost at B"
     assert any(m.get_header(nak_a.id).seqno > first_lost for m in dropped), "A multicast nothing after it"
