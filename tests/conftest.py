@@ -7,6 +7,7 @@ import importlib
 import os
 import threading
 import uuid
+from types import ModuleType
 
 import pytest
 
@@ -35,7 +36,7 @@ def require(missing: str | None) -> None:
     pytest.skip(missing, allow_module_level=True)
 
 
-def require_module(name: str, install: str):
+def require_module(name: str, install: str) -> ModuleType:
     """The module ``name``, imported; if it is not installed, :func:`require` with the ``install`` hint."""
     try:
         return importlib.import_module(name)
