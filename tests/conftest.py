@@ -1,10 +1,13 @@
-"""Shared fixtures: the real Java 2.12.2 peer (skipped on a user's machine without it, a failure in CI)."""
+"""Shared fixtures: the real Java 2.12.2 peer and Spark, and :func:`require` for anything a test needs: skipped
+on a user's machine without it (with the install hint), a failure with ``CI=true``."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import uuid
+from types import ModuleType
 
 import pytest
 
@@ -22,12 +25,28 @@ def run_threads(target, n: int, timeout: float = 60.0) -> None:
         th.join(timeout)
 
 
+def require(missing: str | None) -> None:
+    """Nothing when ``missing`` is None. Otherwise (``missing`` says what is missing and how to install it) the
+    test is skipped on a user's machine and fails with ``CI=true``: CI runs every test or says why not. Also
+    at a module's top level (the whole module is skipped, or its collection fails)."""
+    if missing is None:
+        return
+    if IN_CI:
+        pytest.fail(f"CI=true and {missing}", pytrace=False)
+    pytest.skip(missing, allow_module_level=True)
+
+
+def require_module(name: str, install: str) -> ModuleType:
+    """The module ``name``, imported; if it is not installed, :func:`require` with the ``install`` hint."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        require(f"{name} is not installed ({e}): {install}")
+
+
 def require_java() -> None:
     reason = java_unavailable_reason()
-    if reason:
-        if IN_CI:
-            pytest.fail(f"CI=true and the Java 2.12.2 peer is not usable: {reason}", pytrace=False)
-        pytest.skip(f"Java peer not available: {reason}")
+    require(f"the Java 2.12.2 peer is not usable: {reason}" if reason else None)
 
 
 @pytest.fixture(scope="session")
@@ -77,11 +96,7 @@ _FIGURES: list[tuple[str, str, float, str]] = []
 def spark():
     """One local Spark session (2 cores) for every test that needs one; stopped, with its JVM, at the end."""
     from jgpy.analysis.spark import get_session, spark_available, stop_session
-    why = spark_available()
-    if why:
-        if IN_CI:
-            pytest.fail(f"CI=true and the checker cannot run: {why}", pytrace=False)
-        pytest.skip(why)
+    require(spark_available())
     s = get_session("local[2]", shuffle_partitions=4)
     yield s
     stop_session(s)

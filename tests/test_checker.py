@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyarrow")
+from tests.conftest import require, require_module
+
+require_module("pyarrow", "pip install pyarrow (or make deps)")
+require_module("pandas", "pip install 'pandas<3' (or make deps)")
 
 from jgpy.analysis import synth  # noqa: E402
 from jgpy.journal import JournalError, member_dir  # noqa: E402
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
 ROOT = Path(__file__).resolve().parents[1]
 
 #: two views (D joins), multicasts and unicasts; view 1 is survived by A, B, C
@@ -270,8 +272,8 @@ def test_java_json_lines_ingest_and_errors(spark, tmp_path):
 def test_cli(tmp_path):
     """``python -m jgpy check``: exit 1 and the finding for a planted gap; exit 2 and one line for bad input."""
     from jgpy.analysis.spark import spark_available
-    if spark_available():
-        pytest.skip(spark_available())
+    require(spark_available())
+    require_module("matplotlib", "pip install matplotlib (or make deps)")      # the report's plots
     d, info = _run(tmp_path, synth.Spec(**BASE), ("gap", "C", "B"))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     res = subprocess.run([sys.executable, "-m", "jgpy", "check", str(d), "--master", "local[2]", "--out",

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-pa = pytest.importorskip("pyarrow")
+from tests.conftest import require_java, require_module, run_threads
+
+pa = require_module("pyarrow", "pip install pyarrow (or make deps)")
 import pyarrow.parquet as pq  # noqa: E402
 
 from jgpy.journal import (CRASH_FILE, META_FILE, SCHEMA, JournalError, JournalWriter, mark_crash,  # noqa: E402
                           member_dir, parse_id)
-from tests.conftest import require_java, run_threads  # noqa: E402
-
-IN_CI = os.environ.get("CI", "").lower() == "true"
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from jgpy import Message
-from jgpy.headers import GmsHeader
+from jgpy.headers import GmsHeader, NakAckHeader
 from jgpy.stack.events import Event, EventType
 from jgpy.testing.cluster import JgpyMember, check_fifo, stock, wait_all
 from jgpy.testing.java import udp_props, unique_group
@@ -59,22 +59,53 @@ def test_xmit_rsp_path_and_random_member(members):
     assert served > 0 and c.stats()["pbcast.NAKACK"]["xmit_reqs_received"] > 0      # C helped
 
 
+def drop_received(member, pred) -> list:
+    """From now on ``member`` drops every received message for which ``pred(msg)`` holds, right above its
+    transport (before any protocol sees it); returns the list the dropped messages are appended to."""
+    first = member.channel.stack.transport.up_prot
+    passed_on, dropped = first.up_batch, []
+
+    def up_batch(msgs):
+        keep = []
+        for m in msgs:
+            (dropped if pred(m) else keep).append(m)
+        if keep:
+            passed_on(keep)
+    first.up_batch = up_batch
+    return dropped
+
+
 def test_last_message_dropped_is_recovered_by_stability(members):
-    """Seed 000: if the last message of a sender is lost, STABLE's highest-received makes NAKACK ask for it."""
-    cfg = stock().with_properties("pbcast.STABLE", desired_avg_gossip="300", stability_delay="100")
-    a = members("A", cfg.insert("DISCARD", {}, after="UDP"))
-    b = members("B", cfg)
-    assert wait_all(lambda: len(b.view_names()) == 2, 10)
+    """Seed 000, "last message dropped": B misses A's last message *and* everything A multicasts after it
+    (STABLE gossips and STABILITY included, which would reveal the gap through their NAKACK seqnos), so only a
+    STABILITY digest (C's) can tell B that A sent more: NAKACK asks A for A's highest seqno in it
+    (``last_msg_xmits``), A answers with an XMIT_RSP unicast, and the gap that this opens is retransmitted too.
+    A's own STABILITY, which B would never see, is delayed so that C's comes first."""
+    cfg = (stock().with_properties("pbcast.STABLE", desired_avg_gossip="300", stability_delay="100")
+           .with_properties("pbcast.NAKACK", use_mcast_xmit="false"))       # retransmissions: unicast XMIT_RSPs
+    a = members("A", cfg.with_properties("pbcast.STABLE", stability_delay="600000"))
+    b, c = members("B", cfg), members("C", cfg)
+    assert wait_all(lambda: all(len(m.view_names()) == 3 for m in (a, b, c)), 30)
     a.send_numbered(10)
-    assert b.wait_received(10, timeout=10)
-    a.channel.stack.find("DISCARD").drop_down_multicasts = 1          # the next (and last) multicast is lost
-    a.send_numbered(1, start=10)
-    assert b.wait_received(11, timeout=20), "the lost last message was never retransmitted"
+    assert b.wait_received(10, timeout=10) and c.wait_received(10, timeout=10)
+    nak_a, nak_b = a.channel.stack.find("pbcast.NAKACK"), b.channel.stack.find("pbcast.NAKACK")
+    src, first_lost = a.channel.address, nak_a.seqno + 1
+
+    def from_a_after_the_loss(m) -> bool:         # A's multicasts from first_lost on (not its XMIT_RSPs)
+        h = m.get_header(nak_a.id) if m.src == src else None
+        return h is not None and h.type == NakAckHeader.MSG and h.seqno >= first_lost
+    dropped = drop_received(b, from_a_after_the_loss)
+    before = dict(nak_b.counters)
+    a.send_numbered(1, start=10)                                         # A's last message
+    assert c.wait_received(11, timeout=10)
+    assert b.wait_received(11, timeout=30), \
+        f"the lost last message was never retransmitted: {b.stats()['pbcast.NAKACK']}"
     assert not check_fifo(b.received.by_sender, {"A": 11})
-    # STABLE's own gossip carries A's next NAKACK seqno, so the gap is usually found that way; the stability
-    # digest's highest-received (last_msg_xmits) is the fallback when no later multicast from A arrives
+    assert any(m.buffer == b"A:10" for m in dropped), "A's last message was not lost at B"
+    assert any(m.get_header(nak_a.id).seqno > first_lost for m in dropped), "A multicast nothing after it"
     nak = b.stats()["pbcast.NAKACK"]
-    assert nak["xmit_reqs_sent"] > 0 or nak["last_msg_xmits"] > 0, nak
+    assert nak["last_msg_xmits"] > before["last_msg_xmits"], nak           # the STABILITY digest's request
+    assert nak["xmit_rsps_received"] > 0, nak
 
 
 def test_stability_purges_retransmission_windows(members):
@@ -91,7 +122,12 @@ def test_stability_purges_retransmission_windows(members):
 
 
 def test_send_first_seqno_when_the_first_unicast_is_lost(members):
-    a = members("A", stock().insert("DISCARD", {}, after="UDP"))
+    """A's first unicast to B on a new connection (seqno 1, ``first``) is lost: B, getting seqno 2 for a
+    connection it does not know, sends SEND_FIRST_SEQNO and A resends its first unacked message right away.
+    A's ordinary retransmission starts only after 5 s here, so the first message must be delivered before A
+    retransmitted anything (the rest of the burst, dropped by B for want of a connection, comes with it)."""
+    xmit_after = 5000
+    a = members("A", stock().insert("DISCARD", {}, after="UDP").with_properties("UNICAST", timeout=str(xmit_after)))
     b = members("B")
     assert wait_all(lambda: len(a.view_names()) == 2 and len(b.view_names()) == 2, 10)
     # a fresh connection: A's first unicast to B (seqno 1, first=true) is lost. 2.12's ACK carries no conn_id,
@@ -108,14 +144,28 @@ def test_send_first_seqno_when_the_first_unicast_is_lost(members):
         return previous == last[0]
     assert wait_all(acks_settled, 10)
     assert b.channel.address not in ua.send_table
-    a.channel.stack.find("DISCARD").drop_down_unicasts = 1
+    xmits_when_first_arrived = []               # A's ordinary retransmissions when B got A's first unicast
+    receive = b.channel.receiver.receive
+
+    def record(msg):
+        if msg.dest is not None and msg.buffer == b"A:0":
+            xmits_when_first_arrived.append(ua.counters["xmits"])
+        receive(msg)
+    b.channel.receiver.receive = record
+    before_a, before_b = dict(ua.dump_stats()), dict(ub.dump_stats())
+    discard = a.channel.stack.find("DISCARD")
+    discard.drop_down_unicasts = 1
     a.send_numbered(20, dest=b.channel.address)
-    assert b.wait_received(20, unicast=True, timeout=20), (
+    assert b.wait_received(20, unicast=True, timeout=xmit_after / 1000 + 20), (
         f"B got {b.received.count(unicast=True)} of 20; A: {a.stats()['UNICAST']}, B: {b.stats()['UNICAST']}, "
-        f"A's connections: {a.channel.stack.find('UNICAST').dump_stats().get('connections')}, "
         f"got: {b.received.unicast_by_sender}")
     assert not check_fifo(b.received.unicast_by_sender, {"A": 20})
-    assert b.stats()["UNICAST"]["first_seqno_requests_sent"] > 0 or a.stats()["UNICAST"]["xmits"] > 0
+    assert discard.drop_down_unicasts == 0 and discard.num_down == 1          # the first one was really lost
+    ua_st, ub_st = ua.dump_stats(), ub.dump_stats()
+    assert ub_st["dropped_unknown_conn"] > before_b["dropped_unknown_conn"], ub_st
+    assert ub_st["first_seqno_requests_sent"] > before_b["first_seqno_requests_sent"], ub_st
+    assert ua_st["first_seqno_requests_received"] > before_a["first_seqno_requests_received"], ua_st
+    assert xmits_when_first_arrived == [before_a["xmits"]], (xmits_when_first_arrived, before_a, ua_st)
 
 
 def test_disable_initial_coord_waits_for_a_coordinator(members):

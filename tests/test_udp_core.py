@@ -18,21 +18,23 @@ import time
 import pytest
 
 from jgpy._core.udp import MAX_UDP_PAYLOAD, Bundler, DatagramLoop, DatagramSender, sendmany
+from tests.conftest import require
 
 pytestmark = pytest.mark.timeout(120)
 
 RCVBUF = 4 << 20    # capped by net.core.rmem_max; plenty for the windows used below
 
 
-def ipv6_available() -> bool:
-    if not socket.has_ipv6:
-        return False
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
+def require_ipv6() -> None:
+    """The IPv6 loopback ``::1`` is usable (else skip, or fail with ``CI=true``)."""
+    why = None if socket.has_ipv6 else "Python was built without IPv6"
+    if why is None:
+        try:
+            with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+                s.bind(("::1", 0))
+        except OSError as e:
+            why = f"no IPv6 loopback ({e}): enable it (sysctl net.ipv6.conf.lo.disable_ipv6=0)"
+    require(why)
 
 
 class Collector:
@@ -297,8 +299,8 @@ def test_loop_counts_and_drops_truncated_datagrams(net):
     assert loop.stats["datagrams"] == 2
 
 
-@pytest.mark.skipif(not ipv6_available(), reason="no IPv6 loopback")
 def test_loop_ipv6_sources(net):
+    require_ipv6()
     rx = net.udp(socket.AF_INET6)
     tx = net.udp(socket.AF_INET6)
     got = Collector()
@@ -806,8 +808,8 @@ def test_bundler_bad_arguments(net):
         DatagramLoop(rx, print, relay_gap_us=-1)
 
 
-@pytest.mark.skipif(not ipv6_available(), reason="no IPv6 loopback")
 def test_bundler_ipv6(net):
+    require_ipv6()
     rx = net.udp(socket.AF_INET6)
     got = Collector()
     net.loop(rx, got)

@@ -15,10 +15,13 @@ itself as coordinator of a 1-member group counts as "inconsistent" and must be s
 Differences from Java: Java lets every member run merge_fast rounds, but only a coordinator acts on the
 MERGE event; jgpy runs merge_fast rounds on coordinators only (same merges, less discovery traffic). A
 round collects answers for PING's ``timeout``; an answer given before one of our own view changes names
-us as the coordinator of a view we have replaced since. Java takes such a view at face value: a member we
-excluded meanwhile, still listed in it, looks like an orphan and is merged alone, without its actual
-coordinator, and a second merge must follow. jgpy replaces the stale view of a member that is in our
-current view by that view (:func:`drop_stale_own_views`): the orphan is found by its own answer.
+a view we have replaced since: one of ours (we were its coordinator), or a subgroup view that a merge made
+part of ours. Java takes such a view at face value: a member we excluded meanwhile, still listed in an old
+view of ours, looks like an orphan and is merged alone, without its actual coordinator, and a second merge
+must follow; a round that straddled a merge sees the merged subgroups again and merges one and the same
+members a second time (a redundant merge, whose digest resets the windows of messages in flight: they
+are lost without FLUSH). jgpy replaces the stale view of a member that is in our current view by that view
+(:func:`drop_stale_views`): the orphan is found by its own answer, and a merged subgroup is not merged again.
 Made-up senders of multicasts cost little: the non-members already seen (``merge_candidates``) are capped
 (:data:`MAX_MERGE_CANDIDATES`, the oldest are forgotten), and merge_fast keeps at most one round pending, so
 a flood of them triggers at most one discovery round per ``merge_fast_delay``.
@@ -28,10 +31,11 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import deque
 from typing import Any
 
 from jgpy._core.batch import unknown_multicast_sources
-from jgpy._core.types import PingData, View
+from jgpy._core.types import MergeView, PingData, View
 from jgpy.stack.events import Event, EventType
 from jgpy.errors import ConfigError
 from jgpy.stack.properties import Property, to_bool, to_int
@@ -51,15 +55,18 @@ def views_of(responses: list[PingData]) -> dict[Any, View]:
     return views
 
 
-def drop_stale_own_views(views: dict[Any, View], me, current: View | None) -> int:
-    """Replace the views of members of ``current`` (our view, we coordinate it) that name us as the
-    coordinator of another view: answers given before our last view change. Returns how many were replaced."""
+def drop_stale_views(views: dict[Any, View], me, current: View | None, superseded=()) -> int:
+    """Replace the views of members of ``current`` (our view, we coordinate it) that were replaced by our
+    views since, answers given before one of our view changes: views naming us as coordinator of another
+    view, and the views in ``superseded`` (the subgroups merged into our recent views). Returns how many
+    were replaced."""
     if current is None or current.vid is None or current.vid.coord_addr != me:
         return 0
     mine = set(current.members or ())
     replaced = 0
     for member, v in views.items():
-        if member in mine and v.vid is not None and v.vid.coord_addr == me and v.vid != current.vid:
+        if member in mine and v.vid is not None and v.vid != current.vid and (
+                v.vid.coord_addr == me or v.vid in superseded):
             views[member] = current
             replaced += 1
     return replaced
@@ -103,6 +110,8 @@ class MERGE2(Protocol):
 
     #: the first round never comes earlier than this after becoming coordinator (Java: max(5000, interval))
     MIN_INITIAL_DELAY_MS = 5000
+    #: how many merged subgroup view ids are remembered (a round's answers are at most PING's timeout old)
+    MERGED_VIEWS_KEPT = 64
 
     def __init__(self) -> None:
         super().__init__()
@@ -118,6 +127,7 @@ class MERGE2(Protocol):
         self._next_round: float | None = None      # due time of the periodic round (None: task stopped)
         self._fast_rounds: list[float] = []        # due times of merge_fast rounds
         self._round_lock = threading.Lock()
+        self.merged_views: deque = deque(maxlen=self.MERGED_VIEWS_KEPT)   # ids of subgroups merged into our views
         self.counters = {"discovery_rounds": 0, "merge_events": 0, "fast_triggers": 0, "stale_views_replaced": 0}
 
     def init(self) -> None:
@@ -209,7 +219,8 @@ class MERGE2(Protocol):
                 responses.append(PingData(me, view, None, True, None, None))
         views = views_of(responses)
         if self.is_coord:
-            self.counters["stale_views_replaced"] += drop_stale_own_views(views, me, view)
+            merged = tuple(self.merged_views)          # (a copy: views change on another thread)
+            self.counters["stale_views_replaced"] += drop_stale_views(views, me, view, merged)
         different = different_views(views)
         if len(different) <= 1:
             self.num_inconsistent_views = 0
@@ -233,6 +244,8 @@ class MERGE2(Protocol):
         if evt.type == EventType.VIEW_CHANGE:
             ret = self.down_prot.down(evt)
             view = evt.arg
+            if isinstance(view, MergeView):           # (before the view: a round reads them in that order)
+                self.merged_views.extend(v.vid for v in view.subgroups or () if v.vid is not None)
             self.view = view
             mbrs = list(view.members or ())
             if not mbrs or self.local_addr is None:

@@ -784,10 +784,14 @@ class GMS(Protocol):
     def install_view(self, new_view: View, digest: Digest | None = None) -> None:
         vid = new_view.vid
         mbrs = list(new_view.members or ())
-        if self.view_id is not None and vid.compare_to(self.view_id) <= 0:
+        rc = vid.compare_to(self.view_id) if self.view_id is not None else 1
+        if rc <= 0:
             self.counters["views_discarded"] += 1
-            self._rl.warning("old-view", "%s: received view < current view; discarding it (current vid: %s, new vid: "
-                             "%s)", self.local_addr, self.view_id, vid)
+            # as in 2.12, our current view again is discarded quietly: after a merge, every subgroup
+            # coordinator multicasts the merge view to everybody
+            if rc < 0:
+                self._rl.warning("older-view", "%s: received view < current view; discarding it (current vid: %s, "
+                                 "new vid: %s)", self.local_addr, self.view_id, vid)
             return
         if digest is not None:
             if isinstance(new_view, MergeView):
