@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from jgpy import (AdditionalDataUUID, Digest, IpAddress, JavaObject, JoinRsp, MergeId, MergeView, Message, PayloadUUID,
-                  PingData, Range, TopologyUUID, UUID, View, ViewId)
+from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JavaObject, JoinRsp, MergeId, MergeView, Message,
+                  PayloadUUID, PingData, Range, TopologyUUID, UUID, View, ViewId)
 from jgpy.headers import (CompressHeader, CoordAnnouncement, FcHeader, FdHeader, FdSockHeader, FlushHeader,
                           FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader, NakAckHeader, PingHeader,
                           RequestCorrelatorHeader, SequencerHeader, SfcHeader, StableHeader, StateHeader,
@@ -103,12 +103,27 @@ headers = st.one_of(
 )
 
 
+def _ids_carrying(magic: int) -> list[int]:
+    """The 2.12 protocol ids whose protocol puts headers of class ``magic`` under its id."""
+    return [pid for pid in range(1, 1024) if magic in DIALECT.allowed_magics(pid)]
+
+
 @st.composite
 def messages(draw, with_addrs=True):
+    """A message with up to 5 headers, each under a protocol id that may carry its class (a header under
+    another protocol's id makes a message malformed: tests/test_bad_input.py covers that)."""
     m = Message(draw(opt_addr) if with_addrs else None, draw(st.none() | st.binary(max_size=300)),
                 draw(opt_addr) if with_addrs else None, draw(st.integers(0, 255)))
-    for pid in draw(st.lists(st.integers(1, 32767), unique=True, max_size=5)):
-        m.put_header(pid, draw(headers))
+    used: set[int] = set()
+    for _ in range(draw(st.integers(0, 5))):
+        h = draw(headers)
+        magic = DIALECT.magic_of(h)
+        own = _ids_carrying(magic)
+        unchecked = st.integers(1, 32767).filter(lambda p: not DIALECT.allowed_magics(p))
+        pid = draw(st.sampled_from(own) | unchecked if own else unchecked)
+        if pid not in used:
+            used.add(pid)
+            m.put_header(pid, h)
     return m
 
 
