@@ -81,3 +81,36 @@ def test_what_was_in_flight_when_the_partition_came_is_a_same_view_finding(spark
     res = check_run(_write(tmp_path, spec, tables, "in-flight"), spark=spark, options=Options())
     found = [(f.check, f.kind, f.severity, f.count) for f in res.findings]
     assert found == [("same_view", "lost_at_view_change", "warning", 4)], [str(f) for f in res.findings]
+
+
+def test_a_partition_seen_one_view_late_is_a_view_change_not_a_loss(spark, tmp_path):
+    """Failure detection takes seconds: B is cut off in view 2, but A and C install view 3 (still listing B)
+    before view 4 without it. What B sent from then on never reached them; after the merge (view 5) their
+    streams from B have a hole: lost with the view change (view 4), not a gap, although B was still in the
+    view right after the send view."""
+    spec = synth.Spec(views=[["A", "B", "C"]] * 5, msgs_per_view=30)
+    tables = {m: (t.to_pandas(), c) for m, t, c in synth.generate(spec)}
+    last_b2 = None
+    for m, (df, _c) in tables.items():
+        if m == "B":              # B's view 4 is its own [B]: it gets nothing from A and C from view 3 on
+            v4 = df.view_id == 4
+            drop = (df.view_id.isin([3, 4])) & (df.kind == "deliver") & (df.sender != "B")
+            df.loc[v4, "view_coord"] = "B"
+            row = v4 & (df.kind == "view")
+            df.loc[row, "members"] = df.loc[row, "members"].map(lambda _: ["B"])
+        else:
+            row = (df.view_id == 4) & (df.kind == "view")
+            df.loc[row, "members"] = df.loc[row, "members"].map(lambda _: ["A", "C"])
+            from_b = (df.kind == "deliver") & (df.sender == "B")
+            last_b2 = df[from_b & (df.view_id == 2)].seq.max()
+            # B's last 10 multicasts of view 2 and all of view 3 never reached them; B's view 4 was its own
+            drop = from_b & (((df.view_id == 2) & (df.seq > last_b2 - 10)) | df.view_id.isin([3, 4]))
+        df.drop(index=df[drop].index, inplace=True)
+        df.loc[(df.view_id == 5) & (df.kind == "view"), "merge"] = True
+    res = check_run(_write(tmp_path, spec, tables, "late"), spark=spark, options=Options())
+    found = [(f.check, f.kind, f.severity, f.count) for f in res.findings if f.kind != "skipped_view"]
+    # A and C: B's last 10 of view 2 and its 30 of view 3; B: A's and C's 30 of view 3 (B left them out in its
+    # view 4 as they left it out in theirs)
+    assert found == [("same_view", "lost_at_view_change", "warning", 2 * (10 + 30) + 2 * 30)], \
+        [str(f) for f in res.findings]
+    assert res.stats["holes_not_owed"] == 2 * 30 + 2 * 30        # B's view 4 at A, C; A's and C's view 4 at B

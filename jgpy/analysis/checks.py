@@ -19,13 +19,14 @@ self-join of the multicast deliveries.
 
 Findings:
 
-1. reliability: ``gap`` (numbers missing between two delivered ones), ``duplicate``, ``lost`` (a message the
-   member had to deliver -- it installed the send view and survived it, as did the sender -- is not delivered,
-   while sender and member are both in the member's next view: an error), ``lost_unicast`` (the same for a
-   unicast whose sender left), ``duplicate_id`` (a number sent twice in a stream);
+1. reliability: ``gap`` (numbers missing between two delivered ones that the member was owed: not sent on the
+   other side of a partition, see ``Checker._weigh_holes``), ``duplicate``, ``lost`` (a message the member had
+   to deliver -- it installed the send view and survived it, as did the sender -- is not delivered, and the
+   member did not leave the sender out of a later view within ``loss_window_s`` of the send: an error),
+   ``lost_unicast`` (a unicast whose sender left so), ``duplicate_id`` (a number sent twice in a stream);
    same-view delivery: ``other_view`` (a required multicast delivered in another view than its send view),
-   ``lost_at_view_change`` (a required multicast never delivered, its sender left with the view) -- errors
-   with FLUSH in the stack, warnings without;
+   ``lost_at_view_change`` (a required multicast never delivered, or a hole, whose sender the member left out
+   of a view soon after) -- errors with FLUSH in the stack, warnings without;
 2. fifo: ``reorder`` (a regular, non-OOB message delivered after a higher-numbered one of its stream);
 3. total_order (SEQUENCER/TOTAL in a stack, or forced): ``inversion`` of two multicasts between two members;
 4. views: ``disagreeing_view`` (one view id, different member lists), ``view_id_order`` (ids not increasing at
@@ -79,6 +80,10 @@ class Options:
     total_order: bool | None = None        # check total order (None: SEQUENCER/TOTAL in any member's stack)
     max_examples: int = 5
     latency_sample_sends: int = LATENCY_SAMPLE_SENDS
+    # a message a member did not get is put down to a view change (lost_at_view_change: a warning without
+    # FLUSH) only if the member installed a view without its sender within this long after it was sent;
+    # a sender that stayed in the member's views longer was reachable for retransmission: an error
+    loss_window_s: float = 60.0
 
 
 def load_events(spark, run: Run):
@@ -390,11 +395,11 @@ class Checker:
         """Holes (numbers missing between two delivered ones) are gaps only where the member was owed them.
 
         A number sent in a view the member never installed was not owed (the other side of a partition: it is
-        counted in ``stats["holes_not_owed"]``); one sent in a view it installed, by a sender that is not in the
-        member's next view, and followed by a delivered number of a later view, is a same-view finding
-        (``lost_at_view_change``: without FLUSH, what is in flight when a view changes may be lost); any other
-        missing number (one a later number of its own send view was delivered after, one whose sender stayed
-        in the next view, one whose send view is unknown) is a gap. Rewrites each stream's gap fields accordingly; returns the lost-at-view-change count and
+        counted in ``stats["holes_not_owed"]``); one sent in a view it installed, followed by a delivered number
+        of a later view, whose sender the member left out of a view in between (:meth:`_sender_left`), is a
+        same-view finding (``lost_at_view_change``: without FLUSH, what is in flight when a view changes may be
+        lost); any other missing number (one a later number of its own send view was delivered after, one
+        whose sender stayed in the member's views, one whose send view is unknown) is a gap. Rewrites each stream's gap fields accordingly; returns the lost-at-view-change count and
         examples."""
         by_stream: dict[tuple, list[SendRange]] = {}
         for r in self.ranges:
@@ -421,7 +426,7 @@ class Checker:
                     covered += b - a + 1
                     if (r.vc, r.vi) not in installed:
                         not_owed += b - a + 1
-                    elif r.lo <= h["seq"] <= r.hi or r.origin in (self.next_of.get((m, r.vc, r.vi)) or []):
+                    elif r.lo <= h["seq"] <= r.hi or not self._sender_left(m, r, h["idx"]):
                         owed += b - a + 1           # a later number of the same view came, or both went on
                     else:
                         at_change += b - a + 1
@@ -473,8 +478,8 @@ class Checker:
                 continue
             required += r.n
             if lost:
-                both = r.origin in (self.next_of.get((m, r.vc, r.vi)) or [])
-                kind = "lost" if both else ("lost_unicast" if r.dest is not None else "lost_at_view_change")
+                left = self._sender_left(m, r)
+                kind = "lost" if not left else ("lost_unicast" if r.dest is not None else "lost_at_view_change")
                 out[kind][0] += lost[0]
                 out[kind][1].append(f"at {m}: {lost[0]} of {r.sender}->{r.dest or '*'} {r.lo}..{r.hi} sent in "
                                     f"view {_vs(r.vc, r.vi)}, first {r.sender}:{lost[1]}")
@@ -488,6 +493,23 @@ class Checker:
         self.stats["numbered_deliveries"] = sum(s["n"] for s in rows)
         self.stats["required_deliveries"] = required
         self.stats["self_deliveries_required"] = self_required
+
+    def _sender_left(self, member: str, r: SendRange, before_idx: int | None = None) -> bool:
+        """Did ``member`` install a view without the sender of ``r`` after ``r``'s send view (before its event
+        ``before_idx``, if given), within ``loss_window_s`` of the sends? Under a partition the next view may
+        still list a sender that is already cut off (failure detection takes seconds); the view after it does
+        not: what was in flight went with that view change."""
+        vs = self.views.get(member, [])
+        pos = next((i for i, v in enumerate(vs) if v.vc == r.vc and v.vi == r.vi), None)
+        if pos is None:
+            return False
+        limit = r.ts_hi + int(self.opt.loss_window_s * 1e9)
+        for v in vs[pos + 1:]:
+            if (before_idx is not None and v.idx > before_idx) or v.ts_ns > limit:
+                return False
+            if r.origin not in v.members:
+                return True
+        return False
 
     def _listed(self, r: SendRange) -> list[str]:
         """The members of the sender's send view."""
