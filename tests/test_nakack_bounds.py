@@ -133,6 +133,21 @@ def test_xmit_req_from_a_non_member_is_dropped_and_counted(stacks):
     assert len(s.tp.sent_where()) == 5
 
 
+def test_a_member_that_just_left_the_view_is_still_answered(stacks):
+    """Views disagree for a while around partitions and merges: a member we left out may still have us in its
+    view and need our messages (2.12 answers anybody); a stranger is still refused."""
+    a, stranger = UUID.random(), UUID.random()
+    s = member_stack(nakack(), a)
+    stacks.append(s)
+    for i in range(5):
+        s.send(Message(None, b"m%d" % i))
+    s.install_view([s.local_addr])
+    s.tp.clear()
+    s.tp.inject([xmit_req(s, a, 1, 5, s.local_addr), xmit_req(s, stranger, 1, 5, s.local_addr)])
+    assert len(s.tp.sent_where()) == 5
+    assert s.prot.counters["xmit_reqs_dropped_non_member"] == 1
+
+
 @pytest.mark.parametrize("use_mcast_xmit", [True, False])
 def test_the_answer_to_one_xmit_req_is_bounded(stacks, use_mcast_xmit):
     a = UUID.random()

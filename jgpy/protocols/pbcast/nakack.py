@@ -13,7 +13,8 @@ channel's delivery thread (everything above NAKACK runs there). OOB messages go 
 Bounds (unlike 2.12, which asks for a whole gap at once and answers any requester in full): a window's
 memory follows the messages it holds, not the seqno gap a (spoofed) message opens (see
 ``jgpy._core.tables``); each retransmission round asks a sender for at most ``max_xmit_req_size`` missing
-seqnos, lowest first; XMIT_REQs from non-members are dropped, and one XMIT_REQ is answered with at most
+seqnos, lowest first; XMIT_REQs from strangers (never members, or not for ``FORMER_MEMBER_S``) are dropped, and
+one XMIT_REQ is answered with at most
 ``max_xmit_req_size`` messages and ``max_xmit_rsp_bytes`` bytes. Windows exist only for members (digests
 create them), so multicasts from strangers are dropped without a trace but a counter.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from typing import Any
 
 from jgpy._core.headers import NakAckHeader
@@ -40,6 +42,10 @@ MSG, XMIT_REQ, XMIT_RSP = NakAckHeader.MSG, NakAckHeader.XMIT_REQ, NakAckHeader.
 OOB = Message.OOB
 NO_RELIABILITY = Message.NO_RELIABILITY
 OOB_DELIVERED = Message.OOB_DELIVERED
+#: how long a member that left the view may still ask us for retransmissions (views disagree for a while
+#: around partitions and merges), and how many such former members are remembered at most
+FORMER_MEMBER_S = 300.0
+MAX_FORMER_MEMBERS = 1024
 _PAGED_WINDOW = ignored("jgpy's window is a table of 1024-seqno pages that exist while they hold messages")
 
 
@@ -110,6 +116,7 @@ class NAKACK(Protocol):
              "windows_reset_with_pending", "xmit_reqs_dropped_non_member", "xmit_rsps_truncated",
              "control_failed"), 0)
         self._member_set: frozenset = frozenset()
+        self._former: dict = {}                  # members that left the view -> when (oldest first)
 
     # ---- life cycle ----
 
@@ -236,13 +243,14 @@ class NAKACK(Protocol):
     # ---- retransmission ----
 
     def _handle_xmit_req(self, requester, first: int, last: int, original_sender) -> None:
-        """Answer a retransmission request. Unlike 2.12, only members are answered (a stranger's request is
-        dropped and counted), and the answer is bounded by ``max_xmit_req_size`` messages and
-        ``max_xmit_rsp_bytes``: one small request must not make us send megabytes (the requester asks again
-        for what is still missing)."""
+        """Answer a retransmission request. Unlike 2.12, only members and recent former members are answered
+        (views disagree for a while around partitions and merges: a member we have left out may still have us
+        in its view and need our messages; a stranger's request is dropped and counted), and the answer is
+        bounded by ``max_xmit_req_size`` messages and ``max_xmit_rsp_bytes``: one small request must not make
+        us send megabytes (the requester asks again for what is still missing)."""
         if first > last:
             return
-        if requester not in self._member_set and requester != self.local_addr:
+        if requester not in self._member_set and requester != self.local_addr and not self._was_member(requester):
             self.counters["xmit_reqs_dropped_non_member"] += 1
             self._rl.warning("xmit-non-member", "%s: dropped an XMIT_REQ from %s: not a member of %s",
                              self.local_addr, requester, self.view)
@@ -419,6 +427,7 @@ class NAKACK(Protocol):
             self.members = list(evt.arg.members or ())
             self._member_set = frozenset(self.members)
         elif t == EventType.VIEW_CHANGE:
+            self._remember_former(self._member_set, evt.arg.members or ())
             self.members = list(evt.arg.members or ())
             self._member_set = frozenset(self.members)
             self.view = evt.arg
@@ -433,6 +442,20 @@ class NAKACK(Protocol):
         elif t == EventType.DISCONNECT:
             self.leaving = True
         return self.down_prot.down(evt)
+
+    def _remember_former(self, old, new) -> None:
+        """Members that left the view stay answerable for ``FORMER_MEMBER_S`` (at most ``MAX_FORMER_MEMBERS``)."""
+        now = time.monotonic()
+        former = self._former
+        for a in set(old) - set(new):
+            former.pop(a, None)
+            former[a] = now
+        while former and (len(former) > MAX_FORMER_MEMBERS or now - next(iter(former.values())) > FORMER_MEMBER_S):
+            former.pop(next(iter(former)))
+
+    def _was_member(self, addr) -> bool:
+        t = self._former.get(addr)
+        return t is not None and time.monotonic() - t <= FORMER_MEMBER_S
 
     def up(self, evt: Event) -> Any:
         if evt.type == EventType.STABLE:
