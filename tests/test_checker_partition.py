@@ -114,3 +114,30 @@ def test_a_partition_seen_one_view_late_is_a_view_change_not_a_loss(spark, tmp_p
     assert found == [("same_view", "lost_at_view_change", "warning", 2 * (10 + 30) + 2 * 30)], \
         [str(f) for f in res.findings]
     assert res.stats["holes_not_owed"] == 2 * 30 + 2 * 30        # B's view 4 at A, C; A's and C's view 4 at B
+
+
+def test_parted_when_either_side_leaves_the_other_out():
+    """The rule without Spark: member and sender part when the member leaves the sender out of a later view,
+    or the sender the member (a unicast sender drops its connection, with what was not acked, as 2.12 does);
+    only within loss_window_s of the sends, and for a hole only before the number after it was delivered."""
+    from types import SimpleNamespace as V
+
+    from jgpy.analysis.checks import Checker, SendRange
+
+    ck = object.__new__(Checker)
+    ck.opt = Options(loss_window_s=60.0)
+    s = 1_000_000_000
+    ck.views = {"B": [V(vc="A", vi=1, idx=1, ts_ns=1 * s, members=["A", "B", "C"]),
+                      V(vc="A", vi=2, idx=50, ts_ns=10 * s, members=["A", "B", "C"])],
+                "A": [V(vc="A", vi=1, idx=1, ts_ns=1 * s, members=["A", "B", "C"]),
+                      V(vc="A", vi=9, idx=70, ts_ns=12 * s, members=["A", "C"])]}
+    r = SendRange(0, "A", "A", "B", "A", 1, 100, 199, 100, 2 * s, 3 * s)
+    assert ck._parted("B", r)                                   # A left B out 9 s after the sends
+    assert not ck._parted("B", r, before_idx=60, before_ts=11 * s)   # ... but only after B got the next one
+    ck.opt = Options(loss_window_s=5.0)
+    assert not ck._parted("B", r)                               # too late to be the cause
+    ck.opt = Options(loss_window_s=60.0)
+    ck.views["A"][1] = V(vc="A", vi=9, idx=70, ts_ns=12 * s, members=["A", "B", "C"])
+    assert not ck._parted("B", r)                               # they never parted: a loss
+    ck.views["B"][1] = V(vc="C", vi=2, idx=50, ts_ns=10 * s, members=["B", "C"])
+    assert ck._parted("B", r)                                   # B left A out

@@ -21,12 +21,12 @@ Findings:
 
 1. reliability: ``gap`` (numbers missing between two delivered ones that the member was owed: not sent on the
    other side of a partition, see ``Checker._weigh_holes``), ``duplicate``, ``lost`` (a message the member had
-   to deliver -- it installed the send view and survived it, as did the sender -- is not delivered, and the
-   member did not leave the sender out of a later view within ``loss_window_s`` of the send: an error),
-   ``lost_unicast`` (a unicast whose sender left so), ``duplicate_id`` (a number sent twice in a stream);
+   to deliver -- it installed the send view and survived it, as did the sender -- is not delivered, and neither
+   left the other out of a later view within ``loss_window_s`` of the send: an error), ``lost_unicast`` (a
+   unicast whose sender and destination parted so), ``duplicate_id`` (a number sent twice in a stream);
    same-view delivery: ``other_view`` (a required multicast delivered in another view than its send view),
-   ``lost_at_view_change`` (a required multicast never delivered, or a hole, whose sender the member left out
-   of a view soon after) -- errors with FLUSH in the stack, warnings without;
+   ``lost_at_view_change`` (a required multicast never delivered, or a hole, where member and sender parted
+   soon after) -- errors with FLUSH in the stack, warnings without;
 2. fifo: ``reorder`` (a regular, non-OOB message delivered after a higher-numbered one of its stream);
 3. total_order (SEQUENCER/TOTAL in a stack, or forced): ``inversion`` of two multicasts between two members;
 4. views: ``disagreeing_view`` (one view id, different member lists), ``view_id_order`` (ids not increasing at
@@ -334,7 +334,7 @@ class Checker:
         from pyspark.sql import Window as W
         from pyspark.sql import functions as F
         d = (ev.where((F.col("kind") == "deliver") & F.col("seq").isNotNull())
-             .select("member", "sender", "dest", "seq", "idx", F.col("view_coord").alias("vc"),
+             .select("member", "sender", "dest", "seq", "idx", "ts_ns", F.col("view_coord").alias("vc"),
                      F.col("view_id").alias("vi"), (F.col("flags").bitwiseAND(1) != 0).alias("oob")))
         # Streams are few (members x senders x destinations): numbered, the shuffle and the sort carry and
         # compare one int per row instead of three strings.
@@ -352,11 +352,11 @@ class Checker:
             rng = self.spark.createDataFrame(targets, "r_sid int, lo bigint, hi bigint, svc string, svi bigint")
             d = d.join(F.broadcast(rng), (d.sid == rng.r_sid) & (d.seq >= rng.lo) & (d.seq <= rng.hi), "left")
             off = (F.col("vc") != F.col("svc")) | (F.col("vi") != F.col("svi"))
-            d = d.select("sid", "seq", "idx", "oob", off.alias("other"),
+            d = d.select("sid", "seq", "idx", "ts_ns", "oob", off.alias("other"),
                          F.when(off, F.concat_ws("|", "svc", "svi")).alias("sent_in"),
                          F.when(off, F.concat_ws("|", "vc", "vi")).alias("delivered_in"))
         else:
-            d = d.select("sid", "seq", "idx", "oob", F.lit(None).cast("boolean").alias("other"),
+            d = d.select("sid", "seq", "idx", "ts_ns", "oob", F.lit(None).cast("boolean").alias("other"),
                          F.lit(None).cast("string").alias("sent_in"), F.lit(None).cast("string").alias("delivered_in"))
         w = W.partitionBy("sid").orderBy("seq", "idx")
         # one shuffle and one sort; both window levels and the aggregation reuse that order
@@ -379,7 +379,7 @@ class Checker:
             cnt(fifo).alias("n_reorder"), cnt(other).alias("n_other_view"),
             # the first counterexample of each kind: a struct is built only where the condition holds
             F.min(F.when(gap, F.struct("seq", "p_seq", "idx"))).alias("x_gap"),
-            F.slice(F.collect_list(F.when(gap, F.struct("seq", "p_seq", "idx"))), 1, MAX_HOLES).alias("holes"),
+            F.slice(F.collect_list(F.when(gap, F.struct("seq", "p_seq", "idx", "ts_ns"))), 1, MAX_HOLES).alias("holes"),
             F.min(F.when(F.col("dup"), F.struct("seq", "idx"))).alias("x_duplicate"),
             F.min(F.when(fifo, F.struct("seq", "idx", F.col("p_rseq").alias("after_seq"),
                                         F.col("p_idx").alias("after_idx")))).alias("x_reorder"),
@@ -396,7 +396,7 @@ class Checker:
 
         A number sent in a view the member never installed was not owed (the other side of a partition: it is
         counted in ``stats["holes_not_owed"]``); one sent in a view it installed, followed by a delivered number
-        of a later view, whose sender the member left out of a view in between (:meth:`_sender_left`), is a
+        of a later view, where member and sender parted in between (:meth:`_parted`), is a
         same-view finding (``lost_at_view_change``: without FLUSH, what is in flight when a view changes may be
         lost); any other missing number (one a later number of its own send view was delivered after, one
         whose sender stayed in the member's views, one whose send view is unknown) is a gap. Rewrites each stream's gap fields accordingly; returns the lost-at-view-change count and
@@ -426,7 +426,7 @@ class Checker:
                     covered += b - a + 1
                     if (r.vc, r.vi) not in installed:
                         not_owed += b - a + 1
-                    elif r.lo <= h["seq"] <= r.hi or not self._sender_left(m, r, h["idx"]):
+                    elif r.lo <= h["seq"] <= r.hi or not self._parted(m, r, h["idx"], h["ts_ns"]):
                         owed += b - a + 1           # a later number of the same view came, or both went on
                     else:
                         at_change += b - a + 1
@@ -478,8 +478,7 @@ class Checker:
                 continue
             required += r.n
             if lost:
-                left = self._sender_left(m, r)
-                kind = "lost" if not left else ("lost_unicast" if r.dest is not None else "lost_at_view_change")
+                kind = "lost" if not self._parted(m, r) else ("lost_unicast" if r.dest is not None else "lost_at_view_change")
                 out[kind][0] += lost[0]
                 out[kind][1].append(f"at {m}: {lost[0]} of {r.sender}->{r.dest or '*'} {r.lo}..{r.hi} sent in "
                                     f"view {_vs(r.vc, r.vi)}, first {r.sender}:{lost[1]}")
@@ -494,21 +493,26 @@ class Checker:
         self.stats["required_deliveries"] = required
         self.stats["self_deliveries_required"] = self_required
 
-    def _sender_left(self, member: str, r: SendRange, before_idx: int | None = None) -> bool:
-        """Did ``member`` install a view without the sender of ``r`` after ``r``'s send view (before its event
-        ``before_idx``, if given), within ``loss_window_s`` of the sends? Under a partition the next view may
-        still list a sender that is already cut off (failure detection takes seconds); the view after it does
-        not: what was in flight went with that view change."""
-        vs = self.views.get(member, [])
-        pos = next((i for i, v in enumerate(vs) if v.vc == r.vc and v.vi == r.vi), None)
-        if pos is None:
-            return False
+    def _parted(self, member: str, r: SendRange, before_idx: int | None = None, before_ts: int | None = None) -> bool:
+        """Did ``member`` and the sender of ``r`` part after ``r``'s send view, within ``loss_window_s`` of the
+        sends (and, for a hole, before the member delivered the number after it: its event ``before_idx`` at
+        ``before_ts``)? Parted: the member installed a view without the sender, or the sender one without the
+        member. Under a partition the next view may still list a sender that is already cut off (failure
+        detection takes seconds), and views disagree for a while; what was in flight went with the view change
+        (a unicast sender drops its connection to a member it leaves out, with what was not acked)."""
         limit = r.ts_hi + int(self.opt.loss_window_s * 1e9)
-        for v in vs[pos + 1:]:
-            if (before_idx is not None and v.idx > before_idx) or v.ts_ns > limit:
-                return False
-            if r.origin not in v.members:
-                return True
+        if before_ts is not None:
+            limit = min(limit, before_ts)
+        for who, other, stop_idx in ((member, r.origin, before_idx), (r.origin, member, None)):
+            vs = self.views.get(who, [])
+            pos = next((i for i, v in enumerate(vs) if v.vc == r.vc and v.vi == r.vi), None)
+            if pos is None:
+                continue
+            for v in vs[pos + 1:]:
+                if (stop_idx is not None and v.idx > stop_idx) or v.ts_ns > limit:
+                    break
+                if other not in v.members:
+                    return True
         return False
 
     def _listed(self, r: SendRange) -> list[str]:
