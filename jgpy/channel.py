@@ -357,15 +357,15 @@ class Channel:
         (``ChannelSend``, same semantics)."""
         if self._state != "connected":
             raise ChannelError("the channel is not connected: call connect() first")
-        if type(payload) is bytes and type(dest_or_msg) is not Message:     # the common case, first
-            msg = Message(dest_or_msg, payload, self.address, OOB if oob else 0)
-        elif isinstance(dest_or_msg, Message):
+        if isinstance(dest_or_msg, Message):
             msg = dest_or_msg
             if payload is not None:
                 raise TypeError("send(msg) takes no payload; put it in the message")
             msg.src = self.address
             if oob:
                 msg.flags |= OOB
+        elif type(payload) is bytes:
+            msg = Message(dest_or_msg, payload, self.address, OOB if oob else 0)
         else:
             if isinstance(payload, str):
                 try:
@@ -420,16 +420,16 @@ class Channel:
         t, info = evt.type, evt.arg
         recv = self.receiver
         if t == EventType.GET_APPLSTATE:
-            state = None
+            provided: object = None                     # whatever an (untyped) receiver returns
             try:
-                state = recv.get_state() if info.state_id is None else recv.get_partial_state(info.state_id)
+                provided = recv.get_state() if info.state_id is None else recv.get_partial_state(info.state_id)
             except Exception:  # noqa: BLE001 - no state, as Java does
                 log.exception("%s: receiver.get_state() failed", self.name)
-            if state is not None and not isinstance(state, (bytes, bytearray, memoryview)):
+            if provided is not None and not isinstance(provided, (bytes, bytearray, memoryview)):
                 log.error("%s: receiver.get_state() returned a %s, not bytes: no state", self.name,
-                          type(state).__name__)
-                state = None
-            return StateTransferInfo(None, info.state_id, 0, bytes(state) if state is not None else None)
+                          type(provided).__name__)
+                provided = None
+            return StateTransferInfo(None, info.state_id, 0, bytes(provided) if provided is not None else None)
         if t == EventType.GET_STATE_OK:
             state = info.state
             try:
