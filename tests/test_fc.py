@@ -496,6 +496,7 @@ class SlowRec(Receiver):
             return self.cond.wait_for(lambda: sum(len(v) for v in self.got.values()) >= n, timeout)
 
 
+@pytest.mark.slow
 def test_jgpy_cluster_fast_sender_slow_receiver(figures):
     props = udp_props(*unique_group())
     cluster = f"fc-{uuid.uuid4().hex[:8]}"
