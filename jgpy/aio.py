@@ -26,7 +26,7 @@ methods (``get_state``/``set_state``, partial and stream variants) as ``state``:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, BinaryIO, Callable, Mapping, Tuple, TypeVar
+from typing import Any, AsyncIterator, BinaryIO, Callable, Mapping, TypeVar
 
 from jgpy._core.address import Address, UUID
 from jgpy._core.message import Message
@@ -34,9 +34,9 @@ from jgpy._core.types import View
 from jgpy.channel import Channel, Payload, Receiver
 from jgpy.stack.config import StackConfig
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 #: what :meth:`AsyncChannel.next_event` returns: ``("suspect", addr)``, ``("block", None)`` or ``("unblock", None)``
-ChannelEvent = Tuple[str, Any]
+ChannelEvent = tuple[str, Any]
 
 
 class _Bridge(Receiver):
@@ -83,12 +83,12 @@ class _Bridge(Receiver):
         _call(self.owner.state, "set_state_stream", Receiver.set_state_stream, inp, state_id)
 
 
-async def _put_all(q: asyncio.Queue[T], items: list[T]) -> None:
+async def _put_all(q: asyncio.Queue[_T], items: list[_T]) -> None:
     for item in items:
         await q.put(item)
 
 
-def _put_all_nowait(q: asyncio.Queue[T], items: list[T]) -> None:
+def _put_all_nowait(q: asyncio.Queue[_T], items: list[_T]) -> None:
     for item in items:
         q.put_nowait(item)
 
@@ -114,7 +114,7 @@ class AsyncChannel:
         self._events: asyncio.Queue[ChannelEvent] = asyncio.Queue()
         self.channel.receiver = _Bridge(self)
 
-    def _post(self, q: asyncio.Queue[T], item: T) -> None:
+    def _post(self, q: asyncio.Queue[_T], item: _T) -> None:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
@@ -136,7 +136,7 @@ class AsyncChannel:
         else:
             loop.call_soon_threadsafe(_put_all_nowait, q, msgs)
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         loop = asyncio.get_running_loop()
         self._loop = loop
         return await loop.run_in_executor(None, fn, *args)
