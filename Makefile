@@ -17,7 +17,8 @@ FUZZ_RUNS ?= 10000000
 FUZZ_JOBS ?= 2
 ATHERIS_VERSION ?= 3.0.0
 
-.PHONY: all demo test bench soak wheel sdist build deps java-peer interop clean distclean fuzz fuzz-deps
+.PHONY: all demo test test-quick typecheck lint-imports bench soak wheel sdist build deps java-peer interop clean \
+	distclean fuzz fuzz-deps
 
 all: build
 
@@ -65,8 +66,26 @@ $(CLASSES)/.stamp: $(JAVA_SRC) | java-peer
 
 interop: $(CLASSES)/.stamp
 
-test: build interop
+# every tier (tests/conftest.py: unit, interop, spark, processes, slow); CI=true makes a missing Java peer, pyarrow
+# or Spark a failure
+test: build interop typecheck lint-imports
 	$(VPY) -m pytest tests --durations=20 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# the unit tier only: in-process tests without Java, Spark or processes (under two minutes on two cores)
+test-quick: build typecheck lint-imports
+	$(VPY) -m pytest tests -m unit --durations=10 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# mypy, strict, on the public modules and the .pyi stubs (pyproject.toml), and stubtest: each stub against its
+# compiled module (a name, parameter or default that differs fails)
+STUBBED := $(patsubst jgpy/_core/%.pyi,jgpy._core.%,$(wildcard jgpy/_core/*.pyi))
+typecheck: build
+	$(VPY) -m mypy
+	$(VPY) -m mypy.stubtest --concise --mypy-config-file pyproject.toml \
+	  --allowlist tests/typecheck/stubtest-allowlist.txt $(STUBBED)
+
+# the layers of docs/ARCHITECTURE.md (import-linter contracts in pyproject.toml, Cython modules included)
+lint-imports: deps
+	$(VENV)/bin/lint-imports --no-cache
 
 demo: build interop
 	$(VPY) -m jgpy demo
@@ -120,7 +139,7 @@ sdist: deps
 	$(VPY) -m build --sdist -o wheelhouse $(filter --no-isolation,$(WHEEL_FLAGS)) .
 
 clean:
-	rm -rf build dist wheelhouse interop/build .pytest_cache .benchmarks
+	rm -rf build dist wheelhouse interop/build .pytest_cache .benchmarks .mypy_cache
 	find jgpy -name '*.so' -delete -o -name '*.c' -path 'jgpy/_core/*' -delete
 	find . -name __pycache__ -prune -exec rm -rf {} +
 

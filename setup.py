@@ -89,7 +89,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["jgpy", "jgpy.*"]),
-    package_data={"jgpy._core": ["*.pxd", "*.pyx"], "jgpy": ["py.typed", "conf/*.xml"]},
+    package_data={"jgpy._core": ["*.pxd", "*.pyx", "*.pyi"], "jgpy": ["py.typed", "conf/*.xml"]},
     ext_modules=extensions(),
     # a channel needs nothing beyond the standard library; delivery journals need NumPy and pyarrow, the checker
     # (python -m jgpy check) PySpark as well

@@ -6,6 +6,8 @@ counterparts (``jgpy.protocols``). This package speaks the 2.12 wire dialect byt
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING, Any
+
 from jgpy.errors import ConfigError, IncompatibleVersionError, JgpyError, WireFormatError, UnknownMagicError
 from jgpy._core.address import (Address, AdditionalDataUUID, IpAddress, PayloadUUID, TopologyUUID, UUID,
                                 logical_name, set_logical_name)
@@ -16,7 +18,12 @@ from jgpy._core.jg212 import DIALECT, Datagram, JavaObject, object_from_buffer, 
 from jgpy.stack.config import set_system_property
 
 
-def __getattr__(name):
+if TYPE_CHECKING:     # what the lazy imports below give, for type checkers
+    from jgpy.aio import AsyncChannel
+    from jgpy.channel import Channel, ChannelError, Receiver
+
+
+def __getattr__(name: str) -> Any:
     # the stack pulls in sockets and threads: import it on first use only
     if name in ("Channel", "Receiver", "ChannelError"):
         from jgpy import channel

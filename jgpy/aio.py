@@ -26,25 +26,33 @@ methods (``get_state``/``set_state``, partial and stream variants) as ``state``:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator, BinaryIO, Callable, Mapping, TypeVar
 
-from jgpy.channel import Channel, Receiver
+from jgpy._core.address import Address, UUID
+from jgpy._core.message import Message
+from jgpy._core.types import View
+from jgpy.channel import Channel, Payload, Receiver
+from jgpy.stack.config import StackConfig
+
+_T = TypeVar("_T")
+#: what :meth:`AsyncChannel.next_event` returns: ``("suspect", addr)``, ``("block", None)`` or ``("unblock", None)``
+ChannelEvent = tuple[str, Any]
 
 
 class _Bridge(Receiver):
-    def __init__(self, owner: "AsyncChannel") -> None:
+    def __init__(self, owner: AsyncChannel) -> None:
         self.owner = owner
 
-    def receive(self, msg) -> None:
+    def receive(self, msg: Message) -> None:
         self.owner._post_messages([msg])
 
-    def receive_batch(self, msgs) -> None:      # one hand-over to the loop per received batch
+    def receive_batch(self, msgs: list[Message]) -> None:      # one hand-over to the loop per received batch
         self.owner._post_messages(msgs)
 
-    def view_accepted(self, view) -> None:
+    def view_accepted(self, view: View) -> None:
         self.owner._post(self.owner._views, view)
 
-    def suspect(self, addr) -> None:
+    def suspect(self, addr: Address) -> None:
         self.owner._post(self.owner._events, ("suspect", addr))
 
     def block(self) -> None:
@@ -54,36 +62,38 @@ class _Bridge(Receiver):
         self.owner._post(self.owner._events, ("unblock", None))
 
     # state transfer: on the delivery thread, handed straight to the user's state object
-    def get_state(self):
-        return _call(self.owner.state, "get_state", Receiver.get_state)
+    def get_state(self) -> bytes | None:
+        state: bytes | None = _call(self.owner.state, "get_state", Receiver.get_state)
+        return state
 
-    def set_state(self, state) -> None:
+    def set_state(self, state: bytes) -> None:
         _call(self.owner.state, "set_state", Receiver.set_state, state)
 
-    def get_partial_state(self, state_id):
-        return _call(self.owner.state, "get_partial_state", Receiver.get_partial_state, state_id)
+    def get_partial_state(self, state_id: str) -> bytes | None:
+        state: bytes | None = _call(self.owner.state, "get_partial_state", Receiver.get_partial_state, state_id)
+        return state
 
-    def set_partial_state(self, state_id, state) -> None:
+    def set_partial_state(self, state_id: str, state: bytes) -> None:
         _call(self.owner.state, "set_partial_state", Receiver.set_partial_state, state_id, state)
 
-    def get_state_stream(self, out, state_id) -> None:
+    def get_state_stream(self, out: BinaryIO, state_id: str | None) -> None:
         _call(self.owner.state, "get_state_stream", Receiver.get_state_stream, out, state_id)
 
-    def set_state_stream(self, inp, state_id) -> None:
+    def set_state_stream(self, inp: BinaryIO, state_id: str | None) -> None:
         _call(self.owner.state, "set_state_stream", Receiver.set_state_stream, inp, state_id)
 
 
-async def _put_all(q: asyncio.Queue, items: list) -> None:
+async def _put_all(q: asyncio.Queue[_T], items: list[_T]) -> None:
     for item in items:
         await q.put(item)
 
 
-def _put_all_nowait(q: asyncio.Queue, items: list) -> None:
+def _put_all_nowait(q: asyncio.Queue[_T], items: list[_T]) -> None:
     for item in items:
         q.put_nowait(item)
 
 
-def _call(obj, name, default, *args):
+def _call(obj: Any, name: str, default: Callable[..., Any], *args: Any) -> Any:
     """obj.name(*args), or Receiver's default (built on get_state/set_state) when obj lacks it."""
     fn = getattr(obj, name, None)
     return fn(*args) if fn is not None else default(obj, *args)
@@ -94,23 +104,23 @@ class AsyncChannel:
     when it is full, delivery waits, which slows senders down through flow control. ``state``: the
     object whose state callbacks serve and install state transfers (default: no state)."""
 
-    def __init__(self, config: str = "udp.xml", name: str | None = None, props: Mapping[str, str] | None = None,
-                 max_queued: int = 0, state: Any = None):
+    def __init__(self, config: str | StackConfig = "udp.xml", name: str | None = None,
+                 props: Mapping[str, str] | None = None, max_queued: int = 0, state: Any = None) -> None:
         self.channel = Channel(config, name, props)
         self.state = state if state is not None else Receiver()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._messages: asyncio.Queue = asyncio.Queue(max_queued)
-        self._views: asyncio.Queue = asyncio.Queue()
-        self._events: asyncio.Queue = asyncio.Queue()
+        self._messages: asyncio.Queue[Message] = asyncio.Queue(max_queued)
+        self._views: asyncio.Queue[View] = asyncio.Queue()
+        self._events: asyncio.Queue[ChannelEvent] = asyncio.Queue()
         self.channel.receiver = _Bridge(self)
 
-    def _post(self, q: asyncio.Queue, item: Any) -> None:
+    def _post(self, q: asyncio.Queue[_T], item: _T) -> None:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         loop.call_soon_threadsafe(q.put_nowait, item)
 
-    def _post_messages(self, msgs: list) -> None:
+    def _post_messages(self, msgs: list[Message]) -> None:
         """(delivery thread) Queue a batch of messages with one wake-up of the loop; with ``max_queued``,
         wait until all of them are queued."""
         loop = self._loop
@@ -126,19 +136,20 @@ class AsyncChannel:
         else:
             loop.call_soon_threadsafe(_put_all_nowait, q, msgs)
 
-    async def _run(self, fn, *args):
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         loop = asyncio.get_running_loop()
         self._loop = loop
         return await loop.run_in_executor(None, fn, *args)
 
-    async def connect(self, cluster: str) -> "AsyncChannel":
+    async def connect(self, cluster: str) -> AsyncChannel:
         await self._run(self.channel.connect, cluster)
         return self
 
-    async def send(self, dest_or_msg: Any, payload: Any = None, *, oob: bool = False, flags: int = 0) -> None:
+    async def send(self, dest_or_msg: Address | Message | None, payload: Payload = None, *, oob: bool = False,
+                   flags: int = 0) -> None:
         await self._run(lambda: self.channel.send(dest_or_msg, payload, oob=oob, flags=flags))
 
-    async def get_state(self, target: Any = None, timeout: int = 5000, state_id: str | None = None) -> bool:
+    async def get_state(self, target: Address | None = None, timeout: int = 5000, state_id: str | None = None) -> bool:
         """:meth:`Channel.get_state` without blocking the loop: True once ``state.set_state`` (or the
         partial/stream variant) ran, False when there was no state or after ``timeout`` ms."""
         return await self._run(self.channel.get_state, target, timeout, state_id)
@@ -149,41 +160,41 @@ class AsyncChannel:
     async def close(self) -> None:
         await self._run(self.channel.close)
 
-    async def receive(self, timeout: float | None = None):
+    async def receive(self, timeout: float | None = None) -> Message:
         """The next message (``asyncio.TimeoutError`` after ``timeout`` seconds)."""
         return await asyncio.wait_for(self._messages.get(), timeout)
 
-    async def next_view(self, timeout: float | None = None):
+    async def next_view(self, timeout: float | None = None) -> View:
         return await asyncio.wait_for(self._views.get(), timeout)
 
-    async def next_event(self, timeout: float | None = None):
+    async def next_event(self, timeout: float | None = None) -> ChannelEvent:
         """``("suspect", addr)``, ``("block", None)`` or ``("unblock", None)``."""
         return await asyncio.wait_for(self._events.get(), timeout)
 
-    async def views(self) -> AsyncIterator:
+    async def views(self) -> AsyncIterator[View]:
         while True:
             yield await self._views.get()
 
-    def __aiter__(self) -> AsyncIterator:
+    def __aiter__(self) -> AsyncIterator[Message]:
         return self._iter()
 
-    async def _iter(self):
+    async def _iter(self) -> AsyncIterator[Message]:
         while self.channel.is_open:
             yield await self._messages.get()
 
     @property
-    def view(self):
+    def view(self) -> View | None:
         return self.channel.view
 
     @property
-    def address(self):
+    def address(self) -> UUID | None:
         return self.channel.address
 
     @property
-    def name(self):
+    def name(self) -> str | None:
         return self.channel.name
 
-    async def __aenter__(self) -> "AsyncChannel":
+    async def __aenter__(self) -> AsyncChannel:
         self._loop = asyncio.get_running_loop()
         return self
 

@@ -35,14 +35,16 @@ import logging
 import random
 import socket
 import threading
-from typing import Any, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
-from jgpy._core.address import UUID, set_logical_name
+from jgpy._core.address import UUID, Address, set_logical_name
 from jgpy._core.batch import split_by_flag
 from jgpy._core.sendpath import ChannelSend
 from jgpy._core.message import Message
 from jgpy._core.jg212 import object_to_buffer
+from jgpy._core.types import View
 from jgpy.errors import JgpyError
+from jgpy.stack.config import StackConfig
 from jgpy.stack.events import Event, EventType, StateTransferInfo
 from jgpy.stack.promise import Promise
 from jgpy.stack.protocol import Protocol
@@ -52,7 +54,12 @@ OOB = Message.OOB
 log = logging.getLogger("jgpy.channel")
 
 
-def _batch_receive(receiver: Any) -> Callable[[list], None] | None:
+#: what :meth:`Channel.send` takes as a payload: bytes-like (Java ``byte[]``), a Latin-1 ``str`` (Java's
+#: ``setObject(String)``) or None (no payload)
+Payload = bytes | bytearray | memoryview | str | None
+
+
+def _batch_receive(receiver: Receiver) -> Callable[[list[Message]], None] | None:
     """The receiver's ``receive_batch`` if its class overrides :meth:`Receiver.receive_batch`, else None (the
     channel then calls ``receive`` per message, catching each one's error)."""
     fn = getattr(type(receiver), "receive_batch", None)
@@ -81,10 +88,10 @@ class Receiver:
         for m in msgs:
             self.receive(m)
 
-    def view_accepted(self, view) -> None:
-        """A new view (membership) was installed."""
+    def view_accepted(self, view: View) -> None:
+        """A new view (membership) was installed (a :class:`~jgpy.MergeView` after a merge)."""
 
-    def suspect(self, addr) -> None:
+    def suspect(self, addr: Address) -> None:
         """A member is suspected to have crashed."""
 
     def block(self) -> None:
@@ -117,7 +124,7 @@ class Receiver:
         """Requester: install the partial state ``state_id``. The default calls :meth:`set_state`."""
         self.set_state(state)
 
-    def get_state_stream(self, out, state_id: str | None) -> None:
+    def get_state_stream(self, out: BinaryIO, state_id: str | None) -> None:
         """Provider with pbcast.STREAMING_STATE_TRANSFER: write the state (``state_id`` None: the whole
         state) to ``out``, a binary file-like object (``write``, ``flush``, ``close``), in pieces of any size:
         nothing is kept in memory. The stack closes ``out`` afterwards. Runs on a state transfer thread. The
@@ -126,7 +133,7 @@ class Receiver:
         if state:
             out.write(state)
 
-    def set_state_stream(self, inp, state_id: str | None) -> None:
+    def set_state_stream(self, inp: BinaryIO, state_id: str | None) -> None:
         """Requester with pbcast.STREAMING_STATE_TRANSFER: read the state from ``inp``, a binary file-like
         object (``read(n)``, ``readinto``, ``read1``; ``b""`` at the end), in pieces. The stack closes it
         afterwards. The default reads it all and calls :meth:`set_state` / :meth:`set_partial_state`."""
@@ -146,23 +153,91 @@ def generate_name() -> str:
     return f"{socket.gethostname().split('.')[0]}-{random.randrange(1, 65536)}"
 
 
-class Channel(Protocol):
-    """A group member speaking JGroups 2.12 on the wire.
+class _StackTop(Protocol):
+    """The top of a channel's stack (where ``JChannel`` sits in JGroups): the protocol below passes batches
+    and events up to it, and the channel sends through its ``down_prot``. Private: the channel owns it, so
+    the channel itself shows users no protocol methods.
 
-    ``config`` is a JGroups XML stack file: a path, or a name in the Java jar such as ``"udp.xml"``.
-    ``props`` are system properties for this channel's config (``{"jgroups.udp.mcast_port": "45600"}``),
-    like ``-D`` options of a Java node.
-    """
+    Delivery lives here (the hot path: one call per received batch from the protocol below): messages go to
+    the receiver on the delivery executors; control events go to the channel (:meth:`Channel._on_event`)."""
 
     NAME = "Channel"
 
-    def __init__(self, config: str = "udp.xml", name: str | None = None, props: Mapping[str, str] | None = None,
-                 receiver: Receiver | None = None):
+    def __init__(self, channel: Channel) -> None:
         super().__init__()
-        self.name = name
-        self.receiver = receiver or Receiver()
-        self.view = None
+        self.channel = channel
+        #: the member's address; ChannelSend (C) reads it as the source of every message it sends
         self.address: UUID | None = None
+        #: (receiver, its receive_batch or None): one attribute, replaced whole, so a delivery sees the old
+        #: pair or the new one; receive_batch is looked up when the receiver is set, not per batch
+        self.delivery: tuple[Receiver, Callable[[list[Message]], None] | None] = (Receiver(), None)
+
+    def up(self, evt: Event) -> Any:
+        return self.channel._on_event(evt)
+
+    def up_batch(self, msgs: list[Message]) -> None:
+        stack = self.stack
+        assert stack is not None
+        oob, regular = split_by_flag(msgs, OOB)
+        for m in oob:
+            ex = stack.oob_delivery
+            if ex is not None:
+                if ex.in_thread():
+                    self.deliver_all([m])
+                else:
+                    ex.submit(self.deliver_all, [m])
+        if regular:
+            ex = stack.delivery
+            if ex is not None:
+                if ex.in_thread():
+                    self.deliver_all(regular)
+                else:
+                    ex.submit(self.deliver_all, regular)
+
+    def deliver_all(self, msgs: list[Message]) -> None:
+        receiver, batch = self.delivery
+        if batch is not None:
+            try:
+                batch(msgs)
+            except Exception:  # noqa: BLE001 - an application error must not stop delivery
+                log.exception("%s: receiver.receive_batch() failed for a batch of %d message(s)", self.channel.name,
+                              len(msgs))
+            return
+        receive = receiver.receive
+        for m in msgs:
+            try:
+                receive(m)
+            except Exception:  # noqa: BLE001 - an application error must not stop delivery
+                log.exception("%s: receiver.receive() failed for %r", self.channel.name, m)
+
+    def callback(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run a receiver callback on the delivery thread (at once when this is it), in order with messages."""
+        ex = self.stack.delivery if self.stack is not None else None
+        if ex is None or ex.in_thread():
+            self._safe(fn, *args)
+        else:
+            ex.submit(self._safe, fn, *args)
+
+    def _safe(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001
+            log.exception("%s: receiver callback %s failed", self.channel.name, getattr(fn, "__name__", fn))
+
+
+class Channel:
+    """A group member speaking JGroups 2.12 on the wire.
+
+    ``config`` is a JGroups XML stack file: a path, or a name in the Java jar such as ``"udp.xml"`` (or a
+    loaded :class:`~jgpy.stack.config.StackConfig`). ``props`` are system properties for this channel's
+    config (``{"jgroups.udp.mcast_port": "45600"}``), like ``-D`` options of a Java node.
+    """
+
+    def __init__(self, config: str | StackConfig = "udp.xml", name: str | None = None,
+                 props: Mapping[str, str] | None = None, receiver: Receiver | None = None) -> None:
+        self.name = name
+        #: the current view (None before connect and after disconnect)
+        self.view: View | None = None
         self.cluster_name: str | None = None
         #: called on connect for this member's address (JChannel.setAddressGenerator); default: a random UUID
         self.address_generator: Callable[[], UUID] | None = None
@@ -171,23 +246,29 @@ class Channel(Protocol):
         self._state_transfer_supported = False      # set by the CONFIG event of a state transfer protocol
         self._state_promise = Promise()
         self._state_lock = threading.Lock()         # one get_state() at a time (Java shares one promise too)
-        self.stack = ProtocolStack(config, self, props)
+        self._top = _StackTop(self)
+        self.receiver = receiver or Receiver()
+        #: the protocols (diagnostics: ``stack.find("pbcast.NAKACK")``, ``stack.transport``)
+        self.stack = ProtocolStack(config, self._top, props)
         self.stack.init()
         self._down_msg = self.stack.protocols[-1].down_msg       # the top protocol's send path
-        self._send_core = ChannelSend(self, self._send_general)
+        self._send_core = ChannelSend(self._top, self._send_general)
         if type(self).send is Channel.send:                      # not overridden: bytes payloads go straight to C
-            self.send = self._send_core.send
+            self.send = self._send_core.send                     # type: ignore[method-assign]
 
     @property
     def receiver(self) -> Receiver:
         """The application's callbacks (may be replaced at any time)."""
-        return self._delivery[0]
+        return self._top.delivery[0]
 
     @receiver.setter
     def receiver(self, receiver: Receiver) -> None:
-        # one attribute, replaced whole: a delivery sees the old pair or the new one; receive_batch is looked up
-        # here, not per delivered batch
-        self._delivery = (receiver, _batch_receive(receiver))
+        self._top.delivery = (receiver, _batch_receive(receiver))
+
+    @property
+    def address(self) -> UUID | None:
+        """This member's address (None before the first connect)."""
+        return self._top.address
 
     # ---- life cycle ----
 
@@ -199,7 +280,7 @@ class Channel(Protocol):
     def is_open(self) -> bool:
         return self._state != "closed"
 
-    def connect(self, cluster_name: str) -> "Channel":
+    def connect(self, cluster_name: str) -> Channel:
         """Join ``cluster_name`` (or found it): returns once a view with this member is installed."""
         with self._lock:
             if self._state == "closed":
@@ -209,17 +290,18 @@ class Channel(Protocol):
                     raise ChannelError(f"already connected to {self.cluster_name!r}; disconnect first")
                 return self
             self.cluster_name = cluster_name
-            self.address = self.address_generator() if self.address_generator is not None else UUID.random()
-            set_logical_name(self.address, self.name or generate_name())
+            address = self.address_generator() if self.address_generator is not None else UUID.random()
+            self._top.address = address
+            set_logical_name(address, self.name or generate_name())
             if self.name is None:
-                self.name = str(self.address)
+                self.name = str(address)
             self.stack.cluster_name = cluster_name
-            self.stack.local_addr = self.address
+            self.stack.local_addr = address
             self.stack.start(self.name)
             self._down_msg = self.stack.protocols[-1].down_msg   # protocols may install C send paths at start
             self._send_core.relink()
             try:
-                self.stack.down(Event(EventType.SET_LOCAL_ADDRESS, self.address))
+                self.stack.down(Event(EventType.SET_LOCAL_ADDRESS, address))
                 result = self.stack.down(Event(EventType.CONNECT, cluster_name))
                 if isinstance(result, BaseException):
                     raise result
@@ -244,6 +326,7 @@ class Channel(Protocol):
                 self.view = None
 
     def close(self) -> None:
+        """Disconnect and release the stack's resources; a closed channel cannot connect again."""
         with self._lock:
             if self._state == "closed":
                 return
@@ -251,7 +334,7 @@ class Channel(Protocol):
             self.stack.destroy()
             self._state = "closed"
 
-    def __enter__(self) -> "Channel":
+    def __enter__(self) -> Channel:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -259,7 +342,8 @@ class Channel(Protocol):
 
     # ---- sending ----
 
-    def send(self, dest_or_msg: Any, payload: Any = None, *, oob: bool = False, flags: int = 0) -> None:
+    def send(self, dest_or_msg: Address | Message | None, payload: Payload = None, *, oob: bool = False,
+             flags: int = 0) -> None:
         """Send ``payload`` to ``dest`` (None: to the whole group), or send a prepared :class:`Message`.
 
         bytes-like payloads travel as raw bytes (Java: ``byte[]``); a ``str`` travels the way Java's
@@ -268,20 +352,20 @@ class Channel(Protocol):
         """
         self._send_general(dest_or_msg, payload, oob, flags)
 
-    def _send_general(self, dest_or_msg: Any, payload: Any, oob: bool, flags: int) -> None:
+    def _send_general(self, dest_or_msg: Address | Message | None, payload: Payload, oob: bool, flags: int) -> None:
         """send() for every case; a bytes payload on a connected channel usually takes the C path instead
         (``ChannelSend``, same semantics)."""
         if self._state != "connected":
             raise ChannelError("the channel is not connected: call connect() first")
-        if type(payload) is bytes and type(dest_or_msg) is not Message:     # the common case, first
-            msg = Message(dest_or_msg, payload, self.address, OOB if oob else 0)
-        elif isinstance(dest_or_msg, Message):
+        if isinstance(dest_or_msg, Message):
             msg = dest_or_msg
             if payload is not None:
                 raise TypeError("send(msg) takes no payload; put it in the message")
             msg.src = self.address
             if oob:
                 msg.flags |= OOB
+        elif type(payload) is bytes:
+            msg = Message(dest_or_msg, payload, self.address, OOB if oob else 0)
         else:
             if isinstance(payload, str):
                 try:
@@ -297,7 +381,7 @@ class Channel(Protocol):
 
     # ---- state transfer ----
 
-    def get_state(self, target=None, timeout: int = 5000, state_id: str | None = None) -> bool:
+    def get_state(self, target: Address | None = None, timeout: int = 5000, state_id: str | None = None) -> bool:
         """Fetch the state from ``target`` (None: the coordinator) and install it with the receiver's
         ``set_state``/``set_partial_state``/``set_state_stream`` (``state_id`` None: the whole state, else
         that partial state), as ``JChannel.getState(target, state_id, timeout)``.
@@ -336,16 +420,16 @@ class Channel(Protocol):
         t, info = evt.type, evt.arg
         recv = self.receiver
         if t == EventType.GET_APPLSTATE:
-            state = None
+            provided: object = None                     # whatever an (untyped) receiver returns
             try:
-                state = recv.get_state() if info.state_id is None else recv.get_partial_state(info.state_id)
+                provided = recv.get_state() if info.state_id is None else recv.get_partial_state(info.state_id)
             except Exception:  # noqa: BLE001 - no state, as Java does
                 log.exception("%s: receiver.get_state() failed", self.name)
-            if state is not None and not isinstance(state, (bytes, bytearray, memoryview)):
+            if provided is not None and not isinstance(provided, (bytes, bytearray, memoryview)):
                 log.error("%s: receiver.get_state() returned a %s, not bytes: no state", self.name,
-                          type(state).__name__)
-                state = None
-            return StateTransferInfo(None, info.state_id, 0, bytes(state) if state is not None else None)
+                          type(provided).__name__)
+                provided = None
+            return StateTransferInfo(None, info.state_id, 0, bytes(provided) if provided is not None else None)
         if t == EventType.GET_STATE_OK:
             state = info.state
             try:
@@ -379,19 +463,20 @@ class Channel(Protocol):
             self._state_promise.set(True)
         return None
 
-    # ---- the top of the stack ----
+    # ---- events from the stack (through _StackTop) ----
 
-    def up(self, evt: Event) -> Any:
+    def _on_event(self, evt: Event) -> Any:
         t = evt.type
+        top = self._top
         if t == EventType.VIEW_CHANGE:
             self.view = evt.arg
-            self._callback(self.receiver.view_accepted, evt.arg)
+            top.callback(self.receiver.view_accepted, evt.arg)
         elif t == EventType.SUSPECT:
-            self._callback(self.receiver.suspect, evt.arg)
+            top.callback(self.receiver.suspect, evt.arg)
         elif t == EventType.BLOCK:
-            self._callback(self.receiver.block)
+            top.callback(self.receiver.block)
         elif t == EventType.UNBLOCK:
-            self._callback(self.receiver.unblock)
+            top.callback(self.receiver.unblock)
         elif t in _STATE_EVENTS:
             return self._state_event(evt)
         elif t == EventType.CONFIG:
@@ -400,59 +485,10 @@ class Channel(Protocol):
                 self._state_transfer_supported = bool(cfg["state_transfer"])
         return None
 
-    def up_batch(self, msgs: list) -> None:
-        stack = self.stack
-        oob, regular = split_by_flag(msgs, Message.OOB)
-        for m in oob:
-            ex = stack.oob_delivery
-            if ex is not None:
-                if ex.in_thread():
-                    self._deliver(m)
-                else:
-                    ex.submit(self._deliver, m)
-        if regular:
-            ex = stack.delivery
-            if ex is not None:
-                if ex.in_thread():
-                    self._deliver_all(regular)
-                else:
-                    ex.submit(self._deliver_all, regular)
-
-    def _deliver_all(self, msgs: list) -> None:
-        receiver, batch = self._delivery
-        if batch is not None:
-            try:
-                batch(msgs)
-            except Exception:  # noqa: BLE001 - an application error must not stop delivery
-                log.exception("%s: receiver.receive_batch() failed for a batch of %d message(s)", self.name,
-                              len(msgs))
-            return
-        receive = receiver.receive
-        for m in msgs:
-            try:
-                receive(m)
-            except Exception:  # noqa: BLE001 - an application error must not stop delivery
-                log.exception("%s: receiver.receive() failed for %r", self.name, m)
-
-    def _deliver(self, msg: Message) -> None:
-        self._deliver_all([msg])
-
-    def _callback(self, fn, *args) -> None:
-        ex = self.stack.delivery
-        if ex is None or ex.in_thread():
-            self._safe(fn, *args)
-        else:
-            ex.submit(self._safe, fn, *args)
-
-    def _safe(self, fn, *args) -> None:
-        try:
-            fn(*args)
-        except Exception:  # noqa: BLE001
-            log.exception("%s: receiver callback %s failed", self.name, getattr(fn, "__name__", fn))
-
     # ---- diagnostics ----
 
-    def dump_stats(self) -> dict:
+    def dump_stats(self) -> dict[str, dict[str, Any]]:
+        """Every protocol's counters, by protocol name."""
         return self.stack.dump_stats()
 
     def __repr__(self) -> str:

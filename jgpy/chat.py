@@ -14,13 +14,16 @@ import sys
 import threading
 from typing import Mapping, TextIO
 
+from jgpy._core.address import Address
+from jgpy._core.message import Message
+from jgpy._core.types import View
 from jgpy.channel import Channel, Receiver
 from jgpy.errors import WireFormatError
 
 DEFAULT_CLUSTER = "ChatCluster"        # the Java Chat's cluster name
 
 
-def text_of(msg) -> str:
+def text_of(msg: Message) -> str:
     """What a chat shows of a payload: a Java object's value (a Chat line is a ``String``), else the bytes
     as UTF-8 text."""
     if not msg.length:
@@ -28,7 +31,7 @@ def text_of(msg) -> str:
     try:
         obj = msg.get_object()
     except (WireFormatError, ValueError):
-        return msg.buffer.decode("utf-8", "replace")
+        return (msg.buffer or b"").decode("utf-8", "replace")
     if isinstance(obj, bytes):
         return obj.decode("utf-8", "replace")
     return str(obj)
@@ -46,13 +49,13 @@ class ChatPrinter(Receiver):
             self.out.write(line + end)
             self.out.flush()
 
-    def receive(self, msg) -> None:
+    def receive(self, msg: Message) -> None:
         self.say(f"[{msg.src}]: {text_of(msg)}")
 
-    def view_accepted(self, view) -> None:
+    def view_accepted(self, view: View) -> None:
         self.say(f"** view: {view}")
 
-    def suspect(self, addr) -> None:
+    def suspect(self, addr: Address) -> None:
         self.say(f"** suspect: {addr}")
 
 

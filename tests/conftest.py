@@ -1,10 +1,18 @@
 """Shared fixtures: the real Java 2.12.2 peer and Spark, and :func:`require` for anything a test needs: skipped
-on a user's machine without it (with the install hint), a failure with ``CI=true``."""
+on a user's machine without it (with the install hint), a failure with ``CI=true``.
+
+Test tiers (markers registered in pyproject.toml; ``make test`` runs them all, ``make test-quick`` the unit tier):
+``interop`` needs the Java peer, ``spark`` needs PySpark, ``processes`` starts processes (members, the CLI, a
+compiler), ``slow`` takes long; ``unit`` is everything else and is added here. A test gets ``interop`` and
+``spark`` from its fixtures (:data:`TIER_FIXTURES`) or from a mark of its own; a unit test that reaches the Java
+peer, Spark or a process anyway fails and says which mark it needs, so no test hides in the wrong tier.
+"""
 
 from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 import threading
 import uuid
 from types import ModuleType
@@ -14,6 +22,7 @@ import pytest
 from jgpy.testing.java import JavaNode, java_unavailable_reason, udp_props, unique_group
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+_in_unit_test = threading.local()          # .active while a unit-tier test runs (see the test tiers below)
 
 
 def run_threads(target, n: int, timeout: float = 60.0) -> None:
@@ -31,6 +40,8 @@ def require(missing: str | None) -> None:
     at a module's top level (the whole module is skipped, or its collection fails)."""
     if missing is None:
         return
+    if getattr(_in_unit_test, "active", False):     # the unit tier's needs are all in requirements-dev.txt
+        pytest.fail(f"a unit test needs what is missing: {missing}", pytrace=False)
     if IN_CI:
         pytest.fail(f"CI=true and {missing}", pytrace=False)
     pytest.skip(missing, allow_module_level=True)
@@ -44,7 +55,55 @@ def require_module(name: str, install: str) -> ModuleType:
         require(f"{name} is not installed ({e}): {install}")
 
 
+# ---- test tiers -------------------------------------------------------------------------------------------
+
+TIERS = ("interop", "spark", "processes", "slow")
+#: fixtures that put a test in a tier (their dependants included: pytest lists a test's fixtures transitively)
+TIER_FIXTURES = {"java_codec": "interop", "java_nodes": "interop", "spark": "spark"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture in item.fixturenames:
+            tier = TIER_FIXTURES.get(fixture)
+            if tier is not None and item.get_closest_marker(tier) is None:
+                item.add_marker(tier)
+        if item.get_closest_marker("unit") is not None:
+            raise pytest.UsageError(f"{item.nodeid}: `unit` is not a mark to set: it is what a test without "
+                                    f"{', '.join(TIERS)} is")
+        if not any(item.get_closest_marker(t) for t in TIERS):
+            item.add_marker("unit")
+
+
+def _unit_violation(what: str, mark: str) -> None:
+    pytest.fail(f"a unit test may not {what}: mark it @pytest.mark.{mark} (see tests/conftest.py, test tiers)",
+                pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_guard(request, monkeypatch):
+    """In a unit test, starting a process (a member, Spark's JVM, a compiler) or needing the Java peer or anything
+    missing fails the test."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    real_popen = subprocess.Popen
+
+    class NoProcesses(real_popen):  # type: ignore[misc, valid-type]
+        def __init__(self, args, *a, **kw):
+            _unit_violation(f"start a process ({args!r})", "processes")
+
+    monkeypatch.setattr(subprocess, "Popen", NoProcesses)
+    _in_unit_test.active = True
+    try:
+        yield
+    finally:
+        _in_unit_test.active = False
+
+
 def require_java() -> None:
+    if getattr(_in_unit_test, "active", False):
+        _unit_violation("need the Java peer", "interop")
     reason = java_unavailable_reason()
     require(f"the Java 2.12.2 peer is not usable: {reason}" if reason else None)
 

@@ -198,6 +198,7 @@ for decode in (lambda: DIALECT.decode_datagram(frames[0]), lambda: DIALECT.decod
 """
 
 
+@pytest.mark.processes
 def test_deep_merge_view_is_a_wire_format_error_not_a_crash():
     """Issue 18: one TCP frame with a MergeView nested 150,000 deep made the C decoder recurse until SIGSEGV. In a
     subprocess (a crash must fail this test, not kill pytest): two WireFormatErrors."""

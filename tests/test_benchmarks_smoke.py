@@ -5,11 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import require
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.processes
 def test_codec_benchmarks_run_once():
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-disable",
                           str(ROOT / "benchmarks" / "test_codec.py")], cwd=ROOT, capture_output=True, text=True,
@@ -37,6 +41,7 @@ def test_benchmark_workload_matches_java(java_codec):
 # the rest of the suite (make bench): micro benchmarks, the raw limit, the end-to-end runs, rendering
 # ---------------------------------------------------------------------------------------------------------------
 
+@pytest.mark.processes
 def test_micro_benchmarks_run_once():
     """Seqno tables, FRAG2 and the UDP core benchmarks run (once each, untimed) and their checks pass."""
     files = [str(ROOT / "benchmarks" / f) for f in ("test_tables.py", "test_frag2.py", "test_udp_core.py")]
@@ -45,6 +50,7 @@ def test_micro_benchmarks_run_once():
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
 
 
+@pytest.mark.processes
 def test_rawlimit_stream_and_rtt():
     """build/rawlimit builds and reports a stream (unicast and multicast) and a ping-pong as one JSON line each."""
     import json
@@ -81,6 +87,8 @@ def test_rtt_stats_nearest_rank():
     assert rtt_stats([]) == {"n": 0}
 
 
+@pytest.mark.processes
+@pytest.mark.interop
 def test_members_reject_bad_commands():
     """Both kinds of benchmark member answer a bad command with an error and keep serving."""
     from jgpy.testing.java import java_unavailable_reason
@@ -101,6 +109,9 @@ def test_members_reject_bad_commands():
         assert m.proc.returncode is not None
 
 
+@pytest.mark.processes
+@pytest.mark.interop
+@pytest.mark.slow
 def test_e2e_suite_tiny(tmp_path):
     """The whole end-to-end suite at a few hundred messages per run, 1 repetition: every cluster (Java-only,
     jgpy-only, mixed; 2 and 3 members; udp.xml and tcp.xml) completes every workload, and the tables and plots
@@ -139,6 +150,8 @@ def test_e2e_suite_tiny(tmp_path):
     assert all(p.stat().st_size > 10_000 for p in pngs)
 
 
+@pytest.mark.processes
+@pytest.mark.interop
 def test_direct_delivery_tiny():
     """benchmarks/direct_delivery.py with a few hundred round trips: jgpy and Java clusters both run with the
     jar's udp.xml and with the thread pools disabled, and the table renders."""

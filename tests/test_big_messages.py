@@ -33,7 +33,7 @@ from jgpy.testing.cluster import stock
 from jgpy.testing.java import JavaNode, PyNode, udp_props, unique_group
 from tests.conftest import require_java
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.interop, pytest.mark.processes, pytest.mark.slow]
 
 SIZE = 10 * 1024 * 1024
 LOSS = 0.05

@@ -266,3 +266,24 @@ def test_send_fast_path_keeps_the_semantics_of_send(props):
         b.disconnect()
         with pytest.raises(ChannelError, match="not connected"):
             b.send(None, b"late")
+
+
+def test_channel_is_not_a_protocol(props):
+    """The channel owns its stack through a private top protocol: users see the channel's API only, and the
+    stack's top still passes views and messages to the receiver."""
+    from jgpy.stack.protocol import Protocol
+    r = Rec()
+    with Channel("udp.xml", "A", props, r) as a:
+        assert not isinstance(a, Protocol)
+        for name in ("up", "down", "up_batch", "down_msg", "start", "stop", "init", "destroy", "up_prot",
+                     "down_prot", "up_needs"):
+            assert not hasattr(a, name), name
+        top = a.stack.protocols[-1].up_prot
+        assert isinstance(top, Protocol) and top is not a and top.down_prot is a.stack.protocols[-1]
+        a.connect(f"np-{uuid.uuid4().hex[:6]}")
+        assert a.address is not None and top.address == a.address
+        a.send(None, b"self")
+        assert wait_all(lambda: len(r.msgs) == 1 and len(r.views) == 1, 10)
+        assert r.views[0] is a.view and r.msgs[0].src == a.address
+        with pytest.raises(AttributeError):
+            a.address = None                                            # assigned by connect() only

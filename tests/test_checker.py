@@ -269,6 +269,8 @@ def test_java_json_lines_ingest_and_errors(spark, tmp_path):
         discover(d)
 
 
+@pytest.mark.spark
+@pytest.mark.processes
 def test_cli(tmp_path):
     """``python -m jgpy check``: exit 1 and the finding for a planted gap; exit 2 and one line for bad input."""
     from jgpy.analysis.spark import spark_available

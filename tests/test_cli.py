@@ -87,6 +87,9 @@ def test_decode_pcap_and_pcapng(tmp_path, capsys):
     assert "1 UDP datagram(s), 0 not decodable" in capsys.readouterr().out
 
 
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.slow
 def test_demo_runs(tmp_path):
     from tests.conftest import require_java
     require_java()

@@ -27,7 +27,7 @@ from jgpy.testing.cluster import Received, check_fifo, make_member, stock, wait_
 from jgpy.testing.java import udp_props, unique_group
 from tests.conftest import require_java
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.interop, pytest.mark.processes, pytest.mark.slow]
 
 FD_ALL_INTERVAL, FD_ALL_TIMEOUT = 500, 2000
 FD_ALL_OUT_OF_REACH = 120000           # FD_ALL's timeout (ms) where only FD_SOCK may detect the crash

@@ -20,7 +20,7 @@ from jgpy.testing.cluster import stock
 from tests.conftest import require_java
 from tests.test_crash import CrashCluster, check_traffic, reset_received, start_traffic
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.interop, pytest.mark.processes, pytest.mark.slow]
 
 PAUSE = 3.0
 

@@ -344,6 +344,7 @@ def probe(tmp_path_factory):
     return JavaProtocolProbe(tmp_path_factory.mktemp("fcprobe"))
 
 
+@pytest.mark.interop
 def test_receiver_side_matches_java(stacks, probe):
     """The same received messages make Java's FC and jgpy's send the same REPLENISH messages, byte for byte."""
     a, b = UUID.random(), UUID.random()
@@ -365,6 +366,7 @@ def test_receiver_side_matches_java(stacks, probe):
         JavaObject("Integer", v) for v in (6500, 6009, 10000, 6700, 8766)]
 
 
+@pytest.mark.interop
 def test_sender_side_matches_java(stacks, probe):
     """Java's FC and jgpy's block the same message, send the same CREDIT_REQUEST after max_block_time and
     resume on the same REPLENISH; large credits travel as a Long in both."""
@@ -403,6 +405,7 @@ def test_sender_side_matches_java(stacks, probe):
     assert object_from_buffer(java[0].msg.payload, True) == JavaObject("Long", 3_000_000_000)
 
 
+@pytest.mark.interop
 def test_max_block_times_matches_java(stacks, probe):
     a, b = UUID.random(), UUID.random()
     msgs = [Message(b, b"x" * 9950), Message(b, b"y" * 60), Message(b, b"z" * 5000)]
@@ -493,6 +496,7 @@ class SlowRec(Receiver):
             return self.cond.wait_for(lambda: sum(len(v) for v in self.got.values()) >= n, timeout)
 
 
+@pytest.mark.slow
 def test_jgpy_cluster_fast_sender_slow_receiver(figures):
     props = udp_props(*unique_group())
     cluster = f"fc-{uuid.uuid4().hex[:8]}"

@@ -321,6 +321,7 @@ def probe(tmp_path_factory):
     return JavaProtocolProbe(tmp_path_factory.mktemp("fdprobe"))
 
 
+@pytest.mark.interop
 def test_same_messages_and_suspicion_time_as_java(stacks, probe):
     """Java's FD and jgpy's, each with a silent neighbour: the same heartbeats, the same SUSPECT at the same
     Monitor run, and the same reactions to received HEARTBEAT / SUSPECT messages."""
@@ -425,6 +426,7 @@ def _time_until_excluded(channels, victim: str, t_kill: float, timeout: float = 
     return time.monotonic() - t_kill
 
 
+@pytest.mark.processes
 def test_jgpy_members_kill_9(figures):
     """A jgpy member in this process and one in its own process (killed with SIGKILL): FD suspects it,
     VERIFY_SUSPECT confirms, GMS excludes it."""

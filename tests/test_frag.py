@@ -261,6 +261,7 @@ def probe(tmp_path_factory):
     return JavaProtocolProbe(tmp_path_factory.mktemp("fragprobe"))
 
 
+@pytest.mark.interop
 def test_fragments_match_java_frag_byte_for_byte(stacks, probe):
     a, b = UUID.random(), UUID.random()
     s = stacks(frag(1500), a)

@@ -325,6 +325,7 @@ def _without(msg: Message, *pids) -> Message:
     return m
 
 
+@pytest.mark.interop
 def test_fragments_match_java_frag2_byte_for_byte(stacks, java_frag2):
     a, b = UUID.random(), UUID.random()
     originals = [app_msg(b, a, payload_of(100_003, 1), OOB | NO_FC, req_id=1),

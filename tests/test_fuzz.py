@@ -25,6 +25,8 @@ def _atheris() -> None:
         pytest.skip("atheris is not installed (pip install -r requirements-dev.txt)")
 
 
+@pytest.mark.processes
+@pytest.mark.slow
 def test_short_fuzz_campaign(tmp_path):
     """10^5 inputs from the seed corpus, seed 1, one process: nothing but success or the expected decode errors.
     (Coverage feedback from the Python code here; ``make fuzz`` adds the Cython core's, under ASan.)"""
@@ -54,6 +56,7 @@ print("ok")
 """
 
 
+@pytest.mark.processes
 def test_fuzz_regressions_replay():
     """Every input a campaign found (and the seed corpus) through every target again, in a subprocess: a crash
     fails this test, and names its input."""

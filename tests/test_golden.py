@@ -24,6 +24,8 @@ from jgpy.headers import (CompressHeader, CoordAnnouncement, FcHeader, FdHeader,
 from jgpy.testing import javaorder
 from jgpy.testing.javajson import from_json, to_json
 
+pytestmark = [pytest.mark.interop]
+
 A = UUID(0x8F6B0E1397760F65, 0xE501531CB1B7DC67)
 B = UUID(0x7D377371EAAB8002, 0x26FA1A6852EFC839)
 C = UUID(-1, 1)

@@ -38,7 +38,7 @@ from jgpy.testing.javajson import from_json
 from jgpy.testing.node import proc_memory
 from tests.conftest import require_java
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.interop, pytest.mark.processes, pytest.mark.slow]
 
 #: what the member under attack may grow by (RSS), whatever the attack
 RSS_BOUND = 64 * 1024 * 1024

@@ -350,6 +350,7 @@ class ServerProcess:
         self.proc.stdout.close()
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("kind", ["tcp", "fd_sock"])
 def test_the_acceptor_survives_running_out_of_file_descriptors(kind, clients):
     server = ServerProcess(kind)

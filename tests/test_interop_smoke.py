@@ -19,7 +19,7 @@ from jgpy.testing.javajson import from_json
 from jgpy.tools.capture import LoopbackSniffer, MulticastTap, sniffer_available
 from jgpy.tools.dump import decode_tcp_stream
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.interop]
 
 
 def _wait_members(node, n, timeout=30):

@@ -22,6 +22,8 @@ from jgpy.testing.javaorder import digest_read_order
 from tests import strategies as S
 from tests.fakestack import TP_ID, FakeStack
 
+pytestmark = [pytest.mark.interop]
+
 FRAG_ID = 4
 
 PROBE = textwrap.dedent("""

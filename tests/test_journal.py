@@ -194,6 +194,7 @@ def test_writer_rows_parts_and_meta(tmp_path):
     assert meta["closed"] is True and meta["parts"] == len(files) and meta["clock"] == "CLOCK_MONOTONIC"
 
 
+@pytest.mark.processes
 def test_a_killed_writer_leaves_only_whole_parts(tmp_path):
     """SIGKILL while rows are buffered: the written parts are intact, the buffer is lost, no close row."""
     script = textwrap.dedent(f"""
@@ -443,6 +444,8 @@ def _rate(cluster: str, props: dict, run_dir: Path | None, count: int) -> tuple[
         r.close()
 
 
+@pytest.mark.processes
+@pytest.mark.slow
 def test_writer_overhead_at_full_rate(tmp_path, figures):
     """Receiver and sender throughput with and without journals (one run each: every row reaches the journal at
     full rate; ``make bench`` measures the cost over more runs)."""

@@ -214,6 +214,9 @@ HIGHEST = UUID((1 << 63) - 1, -1)        # sorts after every random UUID
     ("pJpJ", "tcp"),
 ], ids=["java-coords", "jgpy-coords", "jgpy-leads-java", "java-leads-jgpy", "jgpy-only", "tcp-java-coords",
         "tcp-jgpy-coords"])
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.slow
 def test_partition_and_merge(proc_cluster, figures, kinds, addresses):
     halves = ((0, 1), (2, 3))
     tcp = addresses == "tcp"               # the same on tcp.xml: discovery and merging through TCPPING

@@ -42,6 +42,7 @@ def members():
         m.close()
 
 
+@pytest.mark.slow
 def test_xmit_rsp_path_and_random_member(members):
     """use_mcast_xmit=false answers with XMIT_RSP unicasts; xmit_from_random_member asks others."""
     cfg = stock().with_properties("pbcast.NAKACK", use_mcast_xmit="false", xmit_from_random_member="true",
@@ -75,6 +76,7 @@ def drop_received(member, pred) -> list:
     return dropped
 
 
+@pytest.mark.slow
 def test_last_message_dropped_is_recovered_by_stability(members):
     """Seed 000, "last message dropped": B misses A's last message *and* everything A multicasts after it
     (STABLE gossips and STABILITY included, which would reveal the gap through their NAKACK seqnos), so only a
@@ -108,6 +110,7 @@ def test_last_message_dropped_is_recovered_by_stability(members):
     assert nak["xmit_rsps_received"] > 0, nak
 
 
+@pytest.mark.slow
 def test_stability_purges_retransmission_windows(members):
     cfg = stock().with_properties("pbcast.STABLE", desired_avg_gossip="500", stability_delay="50")
     a, b = members("A", cfg), members("B", cfg)
@@ -121,6 +124,7 @@ def test_stability_purges_retransmission_windows(members):
     assert st["stable_sent"] > 0 and st["stability_received"] > 0
 
 
+@pytest.mark.slow
 def test_send_first_seqno_when_the_first_unicast_is_lost(members):
     """A's first unicast to B on a new connection (seqno 1, ``first``) is lost: B, getting seqno 2 for a
     connection it does not know, sends SEND_FIRST_SEQNO and A resends its first unacked message right away.
@@ -261,6 +265,7 @@ def test_thread_pool_disabled_delivers_on_the_receive_threads(members):
     assert threads <= {t.name for t in threading.enumerate() if t.name.startswith("jgpy-")}, threads
 
 
+@pytest.mark.slow
 def test_coordinator_leaving_right_after_a_join_still_installs_the_view_without_itself(members):
     """The coordinator closes as soon as a joiner has the view: its view handler may still be finishing that
     join (waiting for the joiner's VIEW_ACK) when leave() flags it as leaving. The join batch used to reset

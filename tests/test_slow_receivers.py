@@ -21,7 +21,7 @@ import pytest
 from jgpy.testing.java import JavaNode, PyNode, udp_props, unique_group
 from tests.conftest import require_java
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.interop, pytest.mark.processes, pytest.mark.slow]
 
 MSG_SIZE = 50_000          # below FRAG2's 60K: one datagram per message
 SLEEP_MS = 5               # the receiver's pace: at most 200 messages (10 MB) per second

@@ -26,7 +26,7 @@ from jgpy.testing.cluster import check_fifo, make_member, stock, wait_all
 from jgpy.testing.java import udp_props, unique_group
 from tests.conftest import require_java
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.interop]
 
 N_MSGS = int(os.environ.get("JGPY_TEST_MSGS", "10000"))
 

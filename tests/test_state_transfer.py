@@ -246,6 +246,7 @@ def test_channel_state_api():
         d.get_state()
 
 
+@pytest.mark.processes
 def test_provider_crash_ends_the_wait(members):
     """JGRP-148: the provider crashes before it answers; get_state() returns False at the view change,
     long before its timeout."""
@@ -313,6 +314,9 @@ class Pump(threading.Thread):
         return self.sent
 
 
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.slow
 @pytest.mark.parametrize("kinds,config", [("PPP", "udp"), ("JPJ", "udp"), ("PJP", "udp"), ("PPP", "udp-direct")])
 def test_state_transfer_messages_in_flight(kinds, config, members, configs, figures):
     """kinds: provider, requester, other sender. udp-direct: the receive threads deliver whenever the delivery
@@ -379,6 +383,8 @@ def test_state_transfer_messages_in_flight(kinds, config, members, configs, figu
     assert req.call("get_log")["count"] == rlog["count"]
 
 
+@pytest.mark.interop
+@pytest.mark.processes
 @pytest.mark.parametrize("kinds", ["PP", "JP"])
 def test_quiet_sender_after_the_cut(kinds, members, configs):
     """The provider sends 100 more messages just after taking the state, then goes quiet. The slow jgpy
@@ -448,6 +454,9 @@ def measured_transfer(req, prov, size: int, seed: int, **kw) -> tuple[dict, floa
     return ev, seconds, growth
 
 
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.slow
 @pytest.mark.parametrize("kinds", ["PP", "JP", "PJ"])
 def test_streaming_state_transfer_100mb(kinds, members, configs, figures):
     prov = members.start(kinds[0], "Prov")
@@ -474,6 +483,9 @@ def test_streaming_state_transfer_100mb(kinds, members, configs, figures):
         assert st["num_state_reqs"] == 2 and st["num_bytes_sent"] == STREAM_SIZE + len(PART)
 
 
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.slow
 @pytest.mark.parametrize("kinds", ["PP", "JP", "PJ"])
 def test_streaming_state_transfer_default_transport(kinds, members, configs, figures):
     """use_default_transport: the state as STATE_PART messages through the channel. JGroups 2.12 sends no

@@ -1136,8 +1136,10 @@ class NakWindowWithSetHdMachine(NakWindowMachine):
 
 TestNakWindowStateful = NakWindowMachine.TestCase
 TestNakWindowStateful.settings = STATEFUL
+TestNakWindowStateful.pytestmark = [pytest.mark.slow]          # hundreds of long random runs
 TestNakWindowWithSetHdStateful = NakWindowWithSetHdMachine.TestCase
 TestNakWindowWithSetHdStateful.settings = STATEFUL
+TestNakWindowWithSetHdStateful.pytestmark = [pytest.mark.slow]          # hundreds of long random runs
 
 
 class XRangeModel:

@@ -138,7 +138,7 @@ def tcp_cluster():
         c.close()
 
 
-@pytest.mark.parametrize("kinds", ["JP", "PJ", "PJPJ", "PPP"])
+@pytest.mark.parametrize("kinds", [pytest.param(k, marks=pytest.mark.interop) for k in ("JP", "PJ", "PJPJ")] + ["PPP"])
 def test_mixed_tcp_cluster_joins_and_keeps_fifo(tcp_cluster, kinds):
     c = tcp_cluster(kinds)
     c.start()
@@ -151,6 +151,7 @@ def test_mixed_tcp_cluster_joins_and_keeps_fifo(tcp_cluster, kinds):
         assert tcp["dropped_malformed"] == 0 and tcp["dropped_version"] == 0 and tcp["bad_streams"] == 0
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("kinds,leaver", [("PJP", 0), ("JPJ", 0), ("PJP", 1)])
 def test_tcp_leave_and_coordinator_hand_over(tcp_cluster, kinds, leaver):
     c = tcp_cluster(kinds)
@@ -180,6 +181,7 @@ def _physical(member) -> str:
     return str(from_json(member.node.physical))
 
 
+@pytest.mark.interop
 def test_a_killed_java_member_is_removed_over_tcp(tcp_cluster):
     c = tcp_cluster("PJ")
     c.start()
@@ -190,6 +192,7 @@ def test_a_killed_java_member_is_removed_over_tcp(tcp_cluster):
     exchange(c, 100, unicasts=0, members=[p])
 
 
+@pytest.mark.interop
 def test_bad_peers_are_refused_and_counted_and_the_cluster_goes_on(tcp_cluster):
     c = tcp_cluster("PJ")
     c.start()

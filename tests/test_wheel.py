@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ARCH = platform.machine()
 MODULES = sorted(p.stem for p in (ROOT / "jgpy" / "_core").glob("*.pyx"))
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.processes, pytest.mark.slow]
 
 
 def _run(cmd, **kw) -> subprocess.CompletedProcess:
@@ -86,6 +86,8 @@ def test_the_wheel_keeps_to_manylinux2014(dist, figures):
         assert any(re.fullmatch(rf"jgpy/_core/{mod}\.cpython-\d+-{ARCH}-linux-gnu\.so", n) for n in names), mod
         assert f"jgpy/_core/{mod}.pyx" in names
     assert "jgpy/conf/udp.xml" in names and "jgpy/py.typed" in names
+    stubs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "jgpy" / "_core").glob("*.pyi"))
+    assert stubs and set(stubs) <= set(names)                  # the types of the public Cython modules
     assert not [n for n in names if n.endswith(".c")]
 
 

@@ -130,7 +130,7 @@ class StackConfig:
         del out.protocols[out._index(name)]
         return out
 
-    def with_properties(self, name: str, **properties) -> "StackConfig":
+    def with_properties(self, name: str, **properties: object) -> "StackConfig":
         out = self.copy()
         out.protocols[out._index(name)].properties.update({k: str(v) for k, v in properties.items()})
         return out
@@ -172,7 +172,7 @@ def parse_xml(text: str, source: str = "<string>") -> StackConfig:
     depth = 0
     parser = xml.parsers.expat.ParserCreate(namespace_separator="}")
 
-    def start(name, attrs):
+    def start(name: str, attrs: dict[str, str]) -> None:
         nonlocal depth
         depth += 1
         local = name.rsplit("}", 1)[-1]
@@ -187,7 +187,7 @@ def parse_xml(text: str, source: str = "<string>") -> StackConfig:
             props = {k.rsplit("}", 1)[-1]: v for k, v in attrs.items()}
             protocols.append(ProtocolConfig(local, props, source, parser.CurrentLineNumber))
 
-    def end(name):
+    def end(name: str) -> None:
         nonlocal depth
         depth -= 1
 

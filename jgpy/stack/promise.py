@@ -22,7 +22,7 @@ class Promise:
     def has_result(self) -> bool:
         return self._has
 
-    def get(self, timeout_ms: float, reset: bool = True, stop: threading.Event | None = None) -> Any:
+    def get(self, timeout_ms: float | None, reset: bool = True, stop: threading.Event | None = None) -> Any:
         """The result, waiting up to ``timeout_ms`` (giving up early once ``stop`` is set); None on timeout.
         Clears it unless ``reset`` is False."""
         deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms is not None else None

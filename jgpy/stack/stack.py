@@ -78,7 +78,7 @@ class ProtocolStack:
         self.config = load_config(config)
         self.overrides = dict(overrides or {})
         self.dialect = dialect
-        self.local_addr = None
+        self.local_addr: Any = None                   # the member's UUID, set by the channel on connect
         self.cluster_name: str | None = None
         self.protocols: list[Protocol] = []
         for pc in self.config.protocols:

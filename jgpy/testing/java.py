@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from jgpy.tools.children import ChildProcesses
+from jgpy.testing.children import ChildProcesses
 
 log = logging.getLogger(__name__)
 

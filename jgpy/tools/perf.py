@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 from jgpy.stack.config import load_config
 from jgpy.testing.java import (JGROUPS_JAR, REPO_ROOT, ensure_compiled, interop_classes_dir, java_unavailable_reason,
                                private_tcp, udp_props, unique_group)
-from jgpy.tools.children import ChildProcesses
+from jgpy.testing.children import ChildProcesses
 
 log = logging.getLogger("jgpy.perf")
 
