@@ -184,7 +184,8 @@ def _declaration(f: ws.Field) -> str:
 
 
 def headers_pxd(spec) -> str:
-    out = [BANNER, "# Header types of the 2.12 stacks. Only fields live here; the wire layout of each is in the dialect.",
+    out = [BANNER, "# Header types of the 2.12 stacks. Only fields live here; the wire layout of each is in the "
+           "dialect.",
            "from libc.stdint cimport int8_t, int16_t, int32_t, int64_t", "", "",
            "cdef class Header:", "    pass", ""]
     for h in spec.HEADERS:
@@ -417,7 +418,8 @@ def header_codec(h: ws.HeaderClass) -> list[str]:
            f"        cdef {name} h = {name}.__new__({name})"]
     if not h.all_fields:
         return out + ["        return h", "", "    cdef int write(self, Writer w, object o) except -1:",
-                      "        return 0", "", "    cdef int skip(self, Reader r) except -1:", "        return 0", "", ""]
+                      "        return 0", "", "    cdef int skip(self, Reader r) except -1:",
+                      "        return 0", "", ""]
     out += [f"        h.{f.name} = {f.default!r}" for f in defaults]
     out += _indent(reads(head), 8) + _indent(_switch("h.type", groups, tail, reads), 8)
     out += ["        return h", "", "    cdef int write(self, Writer w, object o) except -1:",

@@ -14,7 +14,7 @@ the jar's magic map; a class of a custom protocol takes a magic > 1024 and its p
 from __future__ import annotations
 
 from .wirespec import (ADDRESS, BOOL, BYTE, BYTE_BUFFER, GMS_VIEW, INT, LONG, OPT_SHORT_BYTES, SHORT, SHORT_BYTES,
-                       STRING, USHORT, UTF, VIEW, DataClass, F, FlaggedView, ForeignClass, HeaderClass, IP_BYTES,
+                       STRING, USHORT, UTF, VIEW, DataClass, F, ForeignClass, HeaderClass, IP_BYTES, flagged_view,
                        list_of, opt, struct, when)
 
 NAME = "jgroups-2.12"
@@ -87,7 +87,7 @@ VIEW_CLS = DataClass(
         F("members", ADDRESSES),
         F("payload", SHORT_BYTES, doc="a Java-serialised Map<String,Object>, kept opaque"),
     ), doc="read_view_body/write_view_body in jg212.pyx: one function for View and MergeView, nesting bounded")
-SUBGROUP = FlaggedView("flagged_view", min_size=1 + VIEW_CLS.min_size())
+SUBGROUP = flagged_view(VIEW_CLS)           # a boolean (MergeView), then the view body one level deeper
 MERGE_VIEW = DataClass(
     "MergeView", "merge_view", "types", "MergeView", base=VIEW_CLS, codec="hand-written", fields=(
         F("subgroups", list_of("subgroups", SUBGROUP, none=0), doc=f"at most {MAX_VIEW_DEPTH} levels deep"),
@@ -123,6 +123,10 @@ DATA_CLASSES = (UUID, PAYLOAD_UUID, ADDITIONAL_DATA_UUID, TOPOLOGY_UUID, IP_ADDR
 # ---------------------------------------------------------------------------------------------
 # header classes
 # ---------------------------------------------------------------------------------------------
+
+# FD_SOCK's cache: member -> the address of its FD_SOCK server socket (a Java HashMap)
+FD_SOCK_CACHE = list_of("fd_sock_cache", struct(F("member", ADDRESS), F("sock_addr", opt(IP_ADDRESS))), count=INT,
+                        none=0, java_size="hash_map")
 
 NAKACK_EXTRA = '''
     @staticmethod
@@ -229,9 +233,7 @@ HEADERS = (
             F("type", BYTE, 10),
             F("mbr", ADDRESS),
             F("sock_addr", opt(IP_ADDRESS), doc="IpAddress"),
-            F("cached_addrs", list_of("fd_sock_cache", struct(F("member", ADDRESS), F("sock_addr", opt(IP_ADDRESS))), count=INT, none=0,
-                                      java_size="hash_map"),
-              doc="tuple of (Address, IpAddress) or None"),
+            F("cached_addrs", FD_SOCK_CACHE, doc="tuple of (Address, IpAddress) or None"),
             F("mbrs", list_of("fd_sock_members", ADDRESS, count=INT, none=0, java_size="distinct"),
               doc="tuple of addresses or None"),
         )),

@@ -148,6 +148,10 @@ def body(cls) -> Body:
     return Body("body", min_size=cls.min_size(), cls=cls)
 
 
+def flagged_view(view_cls) -> FlaggedView:
+    return FlaggedView("flagged_view", min_size=1 + view_cls.min_size())
+
+
 def list_of(name: str, elem: Wire, count: Wire = SHORT, none: int = -1, negative: str = "none",
             java_size: str = "sum") -> ListOf:
     assert count in (SHORT, INT) and none in (-1, 0) and negative in ("none", "fail")
