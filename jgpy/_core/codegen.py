@@ -372,14 +372,14 @@ def list_codec(lst: ws.ListOf) -> list[str]:
 
 def data_codec(c: ws.DataClass) -> list[str]:
     cls = _cls_of(c)
-    out = [f"cdef {cls} read_{c.c_name}_body(Reader r):", f"    cdef {cls} v = {cls}.__new__({cls})"]
+    out = [f"cdef {cls} read_{c.c_name}_body(Reader r):",
+           f"    cdef {cls} v = <{cls}>{cls}.__new__({cls})       # (a cast: no type test of what tp_new made)"]
     for f in c.all_fields:
         out.append(f"    v.{f.name} = {read_expr(f.wire, _label(c.name, f.name))}")
     out += ["    return v", "", "", f"cdef int write_{c.c_name}_body(Writer w, {cls} v) except -1:"]
-    for f in c.all_fields:
-        out += _indent(write_stmts(f.wire, f"v.{f.name}", _label(c.name, f.name)))
-    out += ["    return 0", "", ""]
-    return out
+    body = _tail_call([s for f in c.all_fields for s in write_stmts(f.wire, f"v.{f.name}", _label(c.name, f.name))])
+    out += _indent(body) + ([] if body and body[-1].startswith("return ") else ["    return 0"])
+    return out + ["", ""]
 
 
 def _merge_fixed(fields, owner: str) -> list[str]:
@@ -415,7 +415,7 @@ def header_codec(h: ws.HeaderClass) -> list[str]:
         return [s for f in fields for s in write_stmts(f.wire, f"h.{f.name}", _label(name, f.name))]
 
     out = [f"cdef class {name}Codec(HeaderCodec):", "    cdef object read(self, Reader r):",
-           f"        cdef {name} h = {name}.__new__({name})"]
+           f"        cdef {name} h = <{name}>{name}.__new__({name})"]
     if not h.all_fields:
         return out + ["        return h", "", "    cdef int write(self, Writer w, object o) except -1:",
                       "        return 0", "", "    cdef int skip(self, Reader r) except -1:",
@@ -424,17 +424,29 @@ def header_codec(h: ws.HeaderClass) -> list[str]:
     out += _indent(reads(head), 8) + _indent(_switch("h.type", groups, tail, reads), 8)
     out += ["        return h", "", "    cdef int write(self, Writer w, object o) except -1:",
             f"        cdef {name} h = <{name}>o"]
-    out += _indent(writes(head), 8) + _indent(_switch("h.type", groups, tail, writes), 8)
-    out += ["        return 0", "", "    cdef int skip(self, Reader r) except -1:"]
+    body = writes(head) + _switch("h.type", groups, tail, lambda fs: _tail_call(writes(fs)))
+    body = body if groups else _tail_call(body)
+    out += _indent(body, 8) + ([] if body and body[-1].startswith("return ") else ["        return 0"])
+    out += ["", "    cdef int skip(self, Reader r) except -1:"]
     if groups:
         t = next(f for f in head if f.name == "type")
         body = _merge_fixed(head[:-1], name)
         body.append(f"cdef {t.wire.ctype} t = {read_expr(t.wire, _label(name, 'type'))}")
-        body += _switch("t", groups, tail, lambda fs: _merge_fixed(fs, name))
+        body += _switch("t", groups, tail, lambda fs: _tail_call(_merge_fixed(fs, name)))
     else:
-        body = _merge_fixed(head, name)
-    out += _indent(body, 8) + ["        return 0", "", ""]
-    return out
+        body = _tail_call(_merge_fixed(head, name))
+    out += _indent(body, 8)
+    if not body[-1].startswith("return "):
+        out.append("        return 0")
+    return out + ["", ""]
+
+
+def _tail_call(lines: list[str]) -> list[str]:
+    """A branch that ends in a call returning the int status returns its result (the C compiler then jumps to it
+    instead of calling it and checking the result)."""
+    if lines and lines[-1].startswith(("r.skip(", "_skip_utf(", "w.", "write_", "_write_")):
+        return lines[:-1] + ["return " + lines[-1]]
+    return lines
 
 
 def codecs_pxi(spec, digest: str) -> str:
