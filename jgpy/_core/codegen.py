@@ -49,10 +49,6 @@ def _label(owner: str, field: str) -> str:
     return f'b"{owner}.{field}"'
 
 
-def _cls_of(c: ws.DataClass) -> str:
-    return c.name
-
-
 # ---------------------------------------------------------------------------------------------
 # expressions and statements by wire type
 # ---------------------------------------------------------------------------------------------
@@ -103,9 +99,9 @@ def write_stmts(w: ws.Wire, v: str, label: str) -> list[str]:
         return [f"write_flag_first_view(w, {v})"]
     if isinstance(w, ws.Opt):
         return [f"if {v} is None:", "    w.byte(0)", "else:", "    w.byte(1)",
-                f"    write_{w.cls.c_name}_body(w, <{_cls_of(w.cls)}?>{v})"]
+                f"    write_{w.cls.c_name}_body(w, <{w.cls.name}?>{v})"]
     if isinstance(w, ws.Body):
-        return [f"write_{w.cls.c_name}_body(w, <{_cls_of(w.cls)}?>{v})"]
+        return [f"write_{w.cls.c_name}_body(w, <{w.cls.name}?>{v})"]
     if isinstance(w, ws.ListOf):
         return [f"write_{w.name}(w, {v})"]
     raise ValueError(f"no writer for {w!r}")
@@ -371,7 +367,7 @@ def list_codec(lst: ws.ListOf) -> list[str]:
 
 
 def data_codec(c: ws.DataClass) -> list[str]:
-    cls = _cls_of(c)
+    cls = c.name
     out = [f"cdef {cls} read_{c.c_name}_body(Reader r):",
            f"    cdef {cls} v = <{cls}>{cls}.__new__({cls})       # (a cast: no type test of what tp_new made)"]
     for f in c.all_fields:

@@ -27,8 +27,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 from libc.string cimport memset
 
 from jgpy._core.wire cimport Reader, Writer, new_wire_error, mutf8_decode
-from jgpy._core.address cimport (Address, UUID, PayloadUUID, AdditionalDataUUID, TopologyUUID, IpAddress,
-                                 make_uuid)
+from jgpy._core.address cimport Address, UUID, PayloadUUID, AdditionalDataUUID, TopologyUUID, IpAddress
 from jgpy._core.types cimport ViewId, View, MergeView, Digest, JoinRsp, MergeId, PingData, Range
 from jgpy._core.message cimport Message, WireDialect, new_message
 

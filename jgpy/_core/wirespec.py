@@ -27,6 +27,7 @@ Wire types (``Wire.kind``), with Java's writer:
 ``view``           ``Util.writeView``: a boolean (present), a boolean (MergeView), the body
 ``gms_view``       GmsHeader's own order: a boolean (MergeView) first, then a boolean (present), the body
 ``list``           a count (``short`` or ``int``), then that many elements (see :class:`ListOf`)
+``flagged_view``   a MergeView subgroup: a boolean (MergeView), then the view body one level deeper
 ``struct``/``body``  list elements only: values in a row / a data class body without a presence byte
 ``ip_bytes``       an address length byte (4 or 16), then the address (IpAddress, hand-written)
 =================  ====================================================================================
