@@ -49,6 +49,11 @@ def _label(owner: str, field: str) -> str:
     return f'b"{owner}.{field}"'
 
 
+def _present(label: str) -> str:
+    """The label of a presence byte (``b"X.f"`` -> ``b"X.f.present"``)."""
+    return label[:-1] + '.present"'
+
+
 # ---------------------------------------------------------------------------------------------
 # expressions and statements by wire type
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +76,7 @@ def read_expr(w: ws.Wire, label: str) -> str:
         return f"read_flag_first_view(r, {label})"
     if isinstance(w, ws.Opt):
         inner = "read_view_body(r, False, 0)" if w.as_plain_view else f"read_{w.cls.c_name}_body(r)"
-        return f"{inner} if r.boolean({label}) else None"
+        return f"{inner} if r.boolean({_present(label)}) else None"
     if isinstance(w, ws.Body):
         return f"read_{w.cls.c_name}_body(r)"
     if isinstance(w, ws.ListOf):
@@ -116,13 +121,13 @@ def skip_stmts(w: ws.Wire, label: str) -> list[str]:
     if w.kind == "utf":
         return [f"_skip_utf(r, {label})"]
     if w.kind == "string":
-        return [f"if r.presence({label}):", f"    _skip_utf(r, {label})"]
+        return [f"if r.presence({_present(label)}):", f"    _skip_utf(r, {label})"]
     if isinstance(w, ws.Opt):
         size = ws.fixed_size(ws.body(w.cls))
         inner = f"r.skip({size}, {label})" if size is not None else read_expr(ws.body(w.cls), label)
         if w.as_plain_view:
             inner = "read_view_body(r, False, 0)"
-        return [f"if r.boolean({label}):", f"    {inner}"]
+        return [f"if r.boolean({_present(label)}):", f"    {inner}"]
     return [read_expr(w, label)]
 
 
