@@ -7,9 +7,12 @@ Environment:
                       see scripts/build_wheel.py): the modules get the target's file suffix, the wheel its platform
 """
 
+import importlib
 import os
 import platform
+import sys
 import sysconfig
+import types
 from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
@@ -22,6 +25,19 @@ CORE = ROOT / "jgpy" / "_core"
 JOBS = int(os.environ.get("JGPY_BUILD_JOBS", "2"))
 DEBUG = os.environ.get("JGPY_DEBUG") == "1"
 TARGET_ARCH = os.environ.get("JGPY_TARGET_ARCH") or platform.machine()
+
+
+def generate_dialect():
+    """Write the Cython generated from the dialect spec (jgpy/_core/codegen.py: headers.pxd/.pyx, _codecs212.pxi)
+    before the extensions are listed and cythonized. jgpy cannot be imported before it is built, so the directory
+    is loaded as a package of its own; files whose text is unchanged are left alone (nothing recompiles)."""
+    pkg = types.ModuleType("_jgpy_codegen")
+    pkg.__path__ = [str(CORE)]
+    sys.modules.setdefault("_jgpy_codegen", pkg)
+    importlib.import_module("_jgpy_codegen.codegen").generate(CORE)
+
+
+generate_dialect()
 
 
 def extensions():

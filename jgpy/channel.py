@@ -41,7 +41,6 @@ from jgpy._core.address import UUID, Address, set_logical_name
 from jgpy._core.batch import split_by_flag
 from jgpy._core.sendpath import ChannelSend
 from jgpy._core.message import Message
-from jgpy._core.jg212 import object_to_buffer
 from jgpy._core.types import View
 from jgpy.errors import JgpyError
 from jgpy.stack.config import StackConfig
@@ -373,7 +372,7 @@ class Channel:
                 except UnicodeEncodeError:
                     raise ValueError("a str payload travels as a Java String, which keeps only the low 8 bits of "
                                      "each char: this text is not Latin-1; send bytes (text.encode()) instead") from None
-                payload = object_to_buffer(payload)
+                payload = self.stack.dialect.object_to_buffer(payload)
             msg = Message(dest_or_msg, payload, self.address, OOB if oob else 0)
         if flags:
             msg.flags |= flags

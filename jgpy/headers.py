@@ -1,15 +1,8 @@
-"""Header types of the JGroups 2.12 protocols (fields only; the wire layout is in the dialect)."""
+"""Header types of the JGroups 2.12 protocols (fields only; the wire layout is in the dialect).
 
-from jgpy._core.headers import (  # noqa: F401
-    CompressHeader, CoordAnnouncement, FcHeader, FdHeader, FdSockHeader, FlushHeader, FragHeader, GmsHeader, Header,
-    HeartbeatHeader, MultiDestinationHeader, NakAckHeader, PingHeader, RequestCorrelatorHeader, SequencerHeader,
-    SfcHeader, StableHeader, StateHeader, StreamingStateHeader, TpHeader, Unicast2Header, UnicastHeader,
-    VerifyHeader,
-)
+The classes are generated from the dialect spec (``jgpy/_core/spec212.py``): every header class it describes is
+here under its name.
+"""
 
-__all__ = [
-    "CompressHeader", "CoordAnnouncement", "FcHeader", "FdHeader", "FdSockHeader", "FlushHeader", "FragHeader",
-    "GmsHeader", "Header", "HeartbeatHeader", "MultiDestinationHeader", "NakAckHeader", "PingHeader",
-    "RequestCorrelatorHeader", "SequencerHeader", "SfcHeader", "StableHeader", "StateHeader", "StreamingStateHeader",
-    "TpHeader", "Unicast2Header", "UnicastHeader", "VerifyHeader",
-]
+from jgpy._core.headers import *  # noqa: F401,F403
+from jgpy._core.headers import __all__  # noqa: F401

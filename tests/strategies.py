@@ -100,6 +100,7 @@ headers = st.one_of(
     st.builds(CoordAnnouncement, opt_view),
     st.builds(RequestCorrelatorHeader, i8, i64, st.booleans(), i16),
     st.builds(MultiDestinationHeader, i8, i64, st.booleans(), i16, addr_lists),
+    st.deferred(lambda: spec_headers()),       # every class of the spec by wire type: a new entry is covered
 )
 
 
@@ -142,3 +143,54 @@ java_objects = st.one_of(
     st.builds(JavaObject, st.just("Serializable"), small_bytes),
     st.builds(JavaObject, st.just("Streamable"), plain_views | views | view_ids | digests() | ping_datas),
 )
+
+
+# ---- values of every header class of the dialect spec, derived from the spec (a new entry is covered at once) ----
+
+_DATA_VALUES = {"Range": ranges, "PingData": ping_datas, "ViewId": view_ids, "Digest": digests(), "JoinRsp": join_rsps,
+                "MergeId": merge_ids, "IpAddress": ip_addrs, "View": views}
+
+
+def wire_values(w):
+    """Values of the wire type ``w`` (jgpy/_core/wirespec.py) that survive a round trip."""
+    from jgpy._core import wirespec as ws
+    simple = {ws.BYTE: i8, ws.SHORT: i16, ws.USHORT: u16, ws.INT: i32, ws.LONG: i64, ws.BOOL: st.booleans(),
+              ws.UTF: jtext, ws.STRING: opt_text, ws.BYTE_BUFFER: st.none() | small_bytes,
+              ws.OPT_SHORT_BYTES: opt_extra, ws.ADDRESS: opt_addr, ws.VIEW: opt_view, ws.GMS_VIEW: opt_view}
+    if w in simple:
+        return simple[w]
+    if isinstance(w, ws.Opt):                    # a View in an Opt is read back as a plain View
+        return st.none() | (plain_views if w.as_plain_view else _DATA_VALUES[w.cls.name])
+    if isinstance(w, ws.Struct):
+        return st.tuples(*(wire_values(f.wire) for f in w.fields))
+    if isinstance(w, ws.ListOf):                 # with none=0, an empty list reads back as None
+        return st.none() | st.lists(wire_values(w.elem), min_size=1 if w.none == 0 else 0, max_size=5).map(tuple)
+    raise ValueError(f"no values for {w!r}")
+
+
+def spec_header(h):
+    """Headers of the spec entry ``h``: any of its types (and one it does not name), the fields that type carries
+    drawn by wire type, the others at their default (as a decoded header has them)."""
+    from jgpy._core import headers as H
+
+    cls = getattr(H, h.name)
+    known = sorted(h.types.values())
+    types = st.sampled_from(known) | st.sampled_from([v for v in range(-3, 20) if v not in known]) if known else None
+
+    @st.composite
+    def build(draw):
+        values = {}
+        t = draw(types if types is not None and any(f.name == "type" for f in h.all_fields) else st.none())
+        for f in h.all_fields:
+            if f.name == "type" and t is not None:
+                values["type"] = t
+            elif f.when is not None and t not in {h.type_value(n) for n in f.when.types}:
+                values[f.name] = f.default
+            else:
+                values[f.name] = draw(wire_values(f.wire))
+        return cls(**values)
+    return build()
+
+
+def spec_headers():
+    return st.one_of([spec_header(h) for h in DIALECT.spec.HEADERS])

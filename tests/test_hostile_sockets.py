@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from jgpy import UUID, Message
+from jgpy import DIALECT, UUID, Message
 from jgpy._core import jg212
 from jgpy._core.address import IpAddress
 from jgpy._core.headers import StreamingStateHeader
@@ -124,7 +124,7 @@ def tables():
         opts.setdefault("use_send_queues", False)
         got = Frames()
         t = ConnectionTable(srv, IpAddress("127.0.0.1", srv.getsockname()[1]), "127.0.0.1", got.handler,
-                            got.errors.append, SocketOptions(**opts), name="jgpy-test-tcp")
+                            got.errors.append, SocketOptions(**opts), name="jgpy-test-tcp", dialect=DIALECT)
         made.append(t)
         t.start()
         return t, got
@@ -276,6 +276,7 @@ def test_a_claim_from_another_host_does_not_take_a_connection_over(tables, clien
 
 SERVER = r"""
 import json, os, resource, socket, sys
+from jgpy import DIALECT
 from jgpy._core.address import IpAddress
 
 kind = sys.argv[1]
@@ -287,7 +288,7 @@ if kind == "tcp":
     srv.listen(128)
     port = srv.getsockname()[1]
     server = ConnectionTable(srv, IpAddress("127.0.0.1", port), "127.0.0.1", lambda fs, s, m: frames.extend(fs),
-                             print, SocketOptions(use_send_queues=False))
+                             print, SocketOptions(use_send_queues=False), dialect=DIALECT)
     server.start()
     def stats():
         return {"accepted": len(server.connections()), "frames": len(frames),

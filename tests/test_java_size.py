@@ -1,4 +1,5 @@
-"""Java's ``Message.size()`` estimates (jgpy/protocols/java_size.py) against the 2.12.2 jar, and FRAG deciding
+"""Java's ``Message.size()`` estimates (``DIALECT.message_size``, from the spec: jgpy/_core/twin.py) against the
+2.12.2 jar, and FRAG deciding
 *whether* to fragment exactly as Java's FRAG does where ``size()`` and the encoded length differ.
 
 A small probe program (our own code, compiled against the jar at test time) prints ``Message.size()`` of
@@ -16,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 
 from jgpy import DIALECT, UUID, Digest, Message
 from jgpy.headers import RequestCorrelatorHeader, StateHeader
-from jgpy.protocols import java_size
 from jgpy.protocols.frag import FRAG
 from jgpy.testing.javaorder import digest_read_order
 from tests import strategies as S
@@ -117,7 +117,7 @@ def _uniform_digests(msg: Message) -> bool:
             v = getattr(h, f)
             digests = [v] if isinstance(v, Digest) else [v.digest] if hasattr(v, "digest") and v.digest else []
             for d in digests:
-                if len({java_size.util_size_addr(e[0]) for e in d.entries()}) > 1:
+                if len({DIALECT.java_size(e[0]) for e in d.entries()}) > 1:
                     return False
     return True
 
@@ -141,7 +141,7 @@ def test_message_size_matches_java(java_probe):
     assert len(msgs) > 1000
     java = [int(x) for x in java_probe(["size"], msgs)]
     assert len(java) == len(msgs)
-    wrong = [(m, j, java_size.message_size(m)) for m, j in zip(msgs, java) if java_size.message_size(m) != j]
+    wrong = [(m, j, DIALECT.message_size(m)) for m, j in zip(msgs, java) if DIALECT.message_size(m) != j]
     assert not wrong, f"{len(wrong)} of {len(msgs)} differ, e.g. {wrong[:3]}"
     # the estimates really differ from the encoded lengths (else this module would be pointless)
     assert sum(1 for m, j in zip(msgs, java) if j != len(DIALECT.encode(m))) > 100
@@ -166,7 +166,7 @@ def test_frag_decides_like_java_where_size_and_length_differ(java_probe):
     frag_size = 1000
     base = _state_rsp(members, b"")
     java_base = int(java_probe(["size"], [base])[0])
-    assert java_base == java_size.message_size(base) != len(DIALECT.encode(base)), \
+    assert java_base == DIALECT.message_size(base) != len(DIALECT.encode(base)), \
         "a message whose estimate differs from its length"
     rnd = random.Random(4)
     deltas = range(-3, 4)                             # Java's size() = frag_size + delta
@@ -197,4 +197,4 @@ def test_frag_state_header_with_non_bmp_state_id(java_probe):
     a = UUID.random()
     m = Message(None, b"x" * 100)
     m.put_header(17, StateHeader(StateHeader.STATE_RSP, 5, a, None, "\U0001F600 state \u00e9"))
-    assert int(java_probe(["size"], [m])[0]) == java_size.message_size(m) != len(DIALECT.encode(m))
+    assert int(java_probe(["size"], [m])[0]) == DIALECT.message_size(m) != len(DIALECT.encode(m))

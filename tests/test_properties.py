@@ -175,12 +175,14 @@ def test_python_registered_header_roundtrip():
         w.write_string(h.player)
         w.write_long(h.score)
 
-    DIALECT.register_header(4711, ScoreHeader, read, write, java_class="com.example.ScoreHeader")
+    from jgpy._core.jg212 import Dialect212
+    dialect = Dialect212()      # a dialect of its own: the shared one keeps the 2.12 header classes only
+    dialect.register_header(4711, ScoreHeader, read, write, java_class="com.example.ScoreHeader")
     m = Message(None, b"p", None)
     m.put_header(1001, ScoreHeader("\u00e9ve", -3))
-    got = DIALECT.decode_datagram(DIALECT.encode_message(m)).messages[0].get_header(1001)
+    got = dialect.decode_datagram(dialect.encode_message(m)).messages[0].get_header(1001)
     assert isinstance(got, ScoreHeader) and (got.player, got.score) == ("\u00e9ve", -3)
-    assert DIALECT.magic_of(ScoreHeader) == 4711
+    assert dialect.magic_of(ScoreHeader) == 4711 and DIALECT.magic_of(ScoreHeader) is None
     import pytest
     with pytest.raises(ValueError):
-        DIALECT.register_header(1000, ScoreHeader, read, write)      # Java reserves magics <= 1024
+        dialect.register_header(1000, ScoreHeader, read, write)      # Java reserves magics <= 1024

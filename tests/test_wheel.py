@@ -107,9 +107,12 @@ def test_the_sdist_holds_the_sources(dist):
     with tarfile.open(dist.sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
     assert {"pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "scripts/build_wheel.py"} <= names
+    generated = {"headers.pyx", "headers.pxd", "_codecs212.pxi"}          # from the dialect spec at build time
     for mod in MODULES:
-        assert f"jgpy/_core/{mod}.pyx" in names
+        assert (f"jgpy/_core/{mod}.pyx" in names) != (f"{mod}.pyx" in generated), mod
         assert f"jgpy/_core/{mod}.c" not in names                    # generated at build time (Cython)
+    assert {"jgpy/_core/spec212.py", "jgpy/_core/wirespec.py", "jgpy/_core/codegen.py"} <= names
+    assert not {f"jgpy/_core/{g}" for g in generated} & names
     assert not [n for n in names if n.endswith(".so")]
     # the wheel was built from this sdist in an isolated environment: it builds from source with its declared
     # build dependencies (pyproject.toml) and nothing else of this venv

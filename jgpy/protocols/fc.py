@@ -30,7 +30,6 @@ import time
 from typing import Any
 
 from jgpy._core.headers import FcHeader
-from jgpy._core.jg212 import JavaObject, object_from_buffer, object_to_buffer
 from jgpy._core.message import Message
 from jgpy.errors import ConfigError
 from jgpy.protocols.guard import MessageGuard
@@ -311,15 +310,15 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
         return c.left
 
     def send_credit_request(self, dest, credits_left: int) -> None:
-        msg = Message(dest, object_to_buffer(JavaObject("Long", credits_left)))
+        msg = Message(dest, self.stack.dialect.object_to_buffer(credits_left, "Long"))
         msg.put_header(self.id, FcHeader(CREDIT_REQUEST))
         self.num_credit_requests_sent += 1
         self.log.debug("sending credit request to %s (%d credits left)", dest, credits_left)
         self.down_prot.down_msg(msg)
 
     def send_credit(self, dest, credits: int) -> None:
-        value = JavaObject("Integer", credits) if credits < INT_MAX else JavaObject("Long", credits)
-        msg = Message(dest, object_to_buffer(value), None, OOB)
+        msg = Message(dest, self.stack.dialect.object_to_buffer(credits, "Integer" if credits < INT_MAX else "Long"),
+                      None, OOB)
         msg.put_header(self.id, FcHeader(REPLENISH))
         self.num_credit_responses_sent += 1
         self._rl.debug("replenish", "replenishing %s with %d credits", dest, credits)
@@ -384,7 +383,7 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
     def _handle_fc_msg(self, msg: Message, hdr: FcHeader) -> None:
         if hdr.type == REPLENISH:
             self.num_credit_responses_received += 1
-            value = msg.get_object()
+            value = self.stack.dialect.object_from_buffer(msg.payload) if msg.has_buffer() else None
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 self.num_bad_credit_msgs += 1
                 self._rl.warning("bad-replenish", "%s: REPLENISH from %s without a non-negative Integer/Long payload "
@@ -393,8 +392,8 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
             self._handle_credit(msg.src, value)
         elif hdr.type == CREDIT_REQUEST:
             self.num_credit_requests_received += 1
-            value = object_from_buffer(msg.payload, True) if msg.has_buffer() else None
-            if not isinstance(value, JavaObject) or value.type != "Long":
+            value = self.stack.dialect.object_from_buffer(msg.payload, True) if msg.has_buffer() else None
+            if value is None or value.type != "Long":
                 self.num_bad_credit_msgs += 1         # Java casts the payload to a Long
                 self._rl.warning("bad-request", "%s: CREDIT_REQUEST from %s without a Long payload (%r): dropped",
                                  self.local_addr, msg.src, value)

@@ -21,7 +21,6 @@ from typing import Any
 from jgpy._core.batch import credit_lengths, split_by_header
 from jgpy._core.credits import CreditTable, ReceiverCredits
 from jgpy._core.headers import FcHeader
-from jgpy._core.jg212 import JavaObject, object_to_buffer
 from jgpy._core.message import Message
 from jgpy._core.sendpath import CreditSend
 from jgpy.protocols.guard import MessageGuard
@@ -111,13 +110,13 @@ class FlowControl(Protocol):
     # a message it calls wait_for_credits(msg, length), the slow path below
 
     def send_credit(self, dest, credits: int) -> None:
-        msg = Message(dest, object_to_buffer(JavaObject("Long", credits)), None, Message.OOB)
+        msg = Message(dest, self.stack.dialect.object_to_buffer(credits, "Long"), None, Message.OOB)
         msg.put_header(self.id, FcHeader(REPLENISH))
         self.counters["credit_responses_sent"] += 1
         self.down_prot.down_msg(msg)
 
     def send_credit_request(self, dest, credits_needed: int) -> None:
-        msg = Message(dest, object_to_buffer(JavaObject("Long", credits_needed)))
+        msg = Message(dest, self.stack.dialect.object_to_buffer(credits_needed, "Long"))
         msg.put_header(self.id, FcHeader(CREDIT_REQUEST))
         self.counters["credit_requests_sent"] += 1
         self.down_prot.down_msg(msg)
@@ -151,7 +150,7 @@ class FlowControl(Protocol):
         """REPLENISH or CREDIT_REQUEST (a non-member's is ignored: the credit tables hold members only)."""
         hdr = msg.get_header(self.id)
         try:
-            value = msg.get_object()
+            value = self.stack.dialect.object_from_buffer(msg.payload) if msg.has_buffer() else None
         except Exception:  # noqa: BLE001 - whatever the payload is, it is not a Long
             self._rl.warning("no-long", "%s: credit message from %s without a Long payload: dropped", self.local_addr,
                              msg.src)

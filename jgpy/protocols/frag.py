@@ -1,7 +1,7 @@
 """FRAG: fragmentation by serialising the whole message (``org.jgroups.protocols.FRAG`` of 2.12).
 
-Down: when Java's estimate of a message's serialised size (``Message.size()``, see
-:mod:`jgpy.protocols.java_size`) exceeds ``frag_size``, the whole message — flags, dest, src, payload and
+Down: when Java's estimate of a message's serialised size (``Message.size()``, which
+``stack.dialect.message_size`` gives) exceeds ``frag_size``, the whole message — flags, dest, src, payload and
 every header added above FRAG — is written with ``Message.writeTo`` and those bytes are cut into
 ``frag_size`` pieces. Each piece travels as the payload of a new message to the same dest, with no flags
 (an OOB message's fragments are regular ones) and only ``FragHeader(id, frag_id, num_frags)``; ``id``
@@ -29,7 +29,6 @@ from jgpy._core.headers import FragHeader
 from jgpy._core.message import Message
 from jgpy.errors import ConfigError, WireFormatError
 from jgpy.protocols.fragtable import FragProtocol
-from jgpy.protocols.java_size import message_size
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_size
 
@@ -77,12 +76,12 @@ class FRAG(FragProtocol):  # noqa: N801 - the JGroups name
 
     def serialized_size(self, msg: Message) -> int:
         """Java's ``Message.size()`` of ``msg`` as FRAG compares it with frag_size."""
-        return message_size(self._as_java_sends_it(msg), self.stack.dialect if self.stack is not None else None)
+        return self.stack.dialect.message_size(self._as_java_sends_it(msg))
 
     def down_msg(self, msg: Message) -> Any:
         self.num_sent_msgs += 1
         jmsg = self._as_java_sends_it(msg)
-        size = message_size(jmsg, self.stack.dialect if self.stack is not None else None)
+        size = self.stack.dialect.message_size(jmsg)
         if size > self.frag_size:
             self.fragment(jmsg)
             return None

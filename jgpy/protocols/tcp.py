@@ -104,7 +104,7 @@ class TCP(TP):
                                 self.send_queue_size, self.frame_limit(), self.max_bundle_size,
                                 self.unicast_stream_gap_us, float(self.max_bundle_timeout), self.max_connections)
         self._table = ConnectionTable(self.server_sock, self.physical_addr, bind, self._recv_core.receive,
-                                      self._frames_failed, options, name=f"jgpy-tcp-{port}")
+                                      self._frames_failed, options, name=f"jgpy-tcp-{port}", dialect=self.stack.dialect)
         self._table.start()
         if self.local_addr is not None:
             self.handle_local_address(self.local_addr)

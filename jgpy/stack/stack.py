@@ -2,6 +2,10 @@
 
 Services every protocol reaches through ``self.stack``: the timer, the delivery executors (regular and
 OOB), the wire dialect and the local address. The top of the stack is the channel.
+
+The wire dialect (``stack.dialect``) is everything that depends on the JGroups version: codecs and framing,
+protocol ids, Java sizes (``message_size``), ``setObject`` payloads (``object_to_buffer``), the TCP
+handshake. This is the one place that picks it (2.12 by default); protocols reach it only through the stack.
 """
 
 from __future__ import annotations
@@ -134,7 +138,7 @@ class ProtocolStack:
         if "id" in props:
             return int(props.pop("id"))
         try:
-            return jg212.protocol_id(name)
+            return self.dialect.protocol_id(name)
         except KeyError:
             return 0   # protocols without an id (MERGE2, BARRIER) send no headers, as in JGroups
 

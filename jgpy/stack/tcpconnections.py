@@ -23,7 +23,6 @@ import threading
 import time
 from typing import Callable
 
-from jgpy._core import jg212
 from jgpy._core.address import IpAddress
 from jgpy._core.tcp import SameSource, StreamReader, StreamWriter
 from jgpy.errors import WireFormatError, version_string
@@ -31,9 +30,6 @@ from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, same_host
 
 log = logging.getLogger("jgpy.tcp")
-
-#: the handshake's fixed part: cookie (4), version (2), address length (1)
-_HANDSHAKE_HEAD = 7
 
 
 class SocketOptions:
@@ -333,35 +329,12 @@ class _Pending:
         self.deadline = deadline
 
 
-def handshake_need(buf) -> tuple[int, bool]:
-    """``(bytes, whole)``: how long the ``bela`` handshake at the start of ``buf`` is as far as these bytes tell,
-    and whether that is all of it. Raises WireFormatError as soon as the bytes cannot be a handshake (cookie,
-    address length)."""
-    n = len(buf)
-    cookie = jg212.TCP_COOKIE
-    if bytes(buf[:4]) != cookie[:min(n, 4)]:
-        raise WireFormatError(f"bad handshake cookie {bytes(buf[:4])!r} (not a JGroups TCP peer?)",
-                              "handshake.cookie", 0)
-    if n < _HANDSHAKE_HEAD:
-        return _HANDSHAKE_HEAD, False
-    addr_len = buf[6]
-    if addr_len not in (4, 16):
-        raise WireFormatError(f"IpAddress length has to be 4 or 16 bytes (was {addr_len})", "handshake.addr_len", 6)
-    need = _HANDSHAKE_HEAD + addr_len + (4 if addr_len == 16 else 0) + 2 + 1     # address, scope, port, flag
-    if n < need:
-        return need, False
-    if not buf[need - 1]:
-        return need, True
-    if n < need + 2:                                            # additional data: short length + bytes
-        return need + 2, False
-    return need + 2 + int.from_bytes(buf[need:need + 2], "big"), True
-
-
 class ConnectionTable:
     """All TCP connections of one member, keyed by the peer's physical address.
 
     ``handler(frames, sources, multicast)`` receives the frames of every connection (on its reader
-    thread); ``handler_failed(exc)`` is told when it raised. ``list_prefix(dest)``: the start of a LIST
+    thread); ``handler_failed(exc)`` is told when it raised. ``dialect``: the wire dialect (the stack's), whose
+    handshake the connections send and expect. ``list_prefix(dest)``: the start of a LIST
     datagram to ``dest`` (None: multicast), for bundles; set by the transport once it knows its address.
 
     What a stranger can hold (jgpy; Java 2.12 has no limits here):
@@ -388,7 +361,8 @@ class ConnectionTable:
 
     def __init__(self, server_sock: socket.socket, local_addr: IpAddress, bind_host: str,
                  handler: Callable, handler_failed: Callable[[BaseException], None], options: SocketOptions,
-                 name: str = "jgpy-tcp"):
+                 name: str = "jgpy-tcp", *, dialect):
+        self.dialect = dialect
         self.server_sock = server_sock
         self.local_addr = local_addr
         self.bind_host = bind_host
@@ -497,7 +471,7 @@ class ConnectionTable:
             sock.settimeout(max(0.001, self.options.sock_conn_timeout_ms / 1000.0))
             sock.connect(dest.sockaddr())
             sock.settimeout(None)
-            sock.sendall(jg212.encode_tcp_handshake(self.local_addr))
+            sock.sendall(self.dialect.encode_tcp_handshake(self.local_addr))
             return sock
         except BaseException:
             sock.close()
@@ -639,7 +613,7 @@ class ConnectionTable:
         """Read what the handshake still needs (never past it: the frames are the reader thread's)."""
         try:
             while True:
-                need, whole = handshake_need(p.buf)
+                need, whole = self.dialect.tcp_handshake_need(p.buf)
                 if whole and len(p.buf) >= need:
                     break
                 try:
@@ -649,15 +623,15 @@ class ConnectionTable:
                 if not chunk:
                     raise OSError(f"the peer closed the connection after {len(p.buf)} handshake bytes")
                 p.buf += chunk
-            version, peer, _ = jg212.decode_tcp_handshake(bytes(p.buf))
+            version, peer, _ = self.dialect.decode_tcp_handshake(bytes(p.buf))
         except (OSError, WireFormatError) as e:
             self._refuse(sel, p, str(e))
             return
         self._drop_pending(sel, p, close=False)
-        if not jg212.is_binary_compatible(version):
+        if not self.dialect.is_binary_compatible(version):
             self._rl.warning("version", "%s: the peer at %s:%s has version %s, ours is %s: this may cause problems",
                              self.local_addr, p.src[0], p.src[1], version_string(version),
-                             version_string(jg212.VERSION))
+                             version_string(self.dialect.version))
         try:
             self._accepted(p.sock, p.src, peer)
         except Exception:  # noqa: BLE001 - one bad peer must not end the acceptor

@@ -12,13 +12,12 @@ from typing import Any
 
 from jgpy import (AdditionalDataUUID, Digest, IpAddress, JoinRsp, MergeId, MergeView, Message, PayloadUUID,
                   PingData, Range, TopologyUUID, UUID, View, ViewId)
+from jgpy._core import wirespec
 from jgpy._core.headers import Header
 from jgpy._core.jg212 import DIALECT, JavaObject
 
 _ADDRESS_CLASSES = {UUID: "util.UUID", PayloadUUID: "util.PayloadUUID", AdditionalDataUUID: "util.AdditionalDataUUID",
                     TopologyUUID: "util.TopologyUUID", IpAddress: "stack.IpAddress"}
-_FIELD_TO_JSON = {"from_": "from"}
-_FIELD_FROM_JSON = {v: k for k, v in _FIELD_TO_JSON.items()}
 
 
 def _hex(b: bytes | None) -> str | None:
@@ -76,16 +75,14 @@ def to_json(obj: Any) -> Any:
     if t is Message:
         return {"class": "Message", "dest": to_json(obj.dest), "src": to_json(obj.src), "flags": obj.flags,
                 "buf": _hex(obj.buffer), "headers": [[pid, to_json(h)] for pid, h in obj.headers]}
-    if isinstance(obj, Header):
+    if isinstance(obj, Header):         # the fields of the dialect spec, by their Java names
         d = {"class": DIALECT.java_class(obj)}
-        for f in obj.FIELDS:
-            v = getattr(obj, f)
-            if f == "cached_addrs" and v is not None:
-                d[f] = [[to_json(k), to_json(a)] for k, a in v]
-            elif isinstance(v, tuple):
-                d[_FIELD_TO_JSON.get(f, f)] = _list(v)
+        for f in DIALECT.header_spec(obj).all_fields:
+            v = getattr(obj, f.name)
+            if v is not None and _rows(f):
+                d[f.json_name] = [[to_json(x) for x in row] for row in v]
             else:
-                d[_FIELD_TO_JSON.get(f, f)] = to_json(v)
+                d[f.json_name] = _list(v) if isinstance(v, tuple) else to_json(v)
         return d
     if isinstance(obj, JavaObject):
         v = obj.value
@@ -99,6 +96,11 @@ def to_json(obj: Any) -> Any:
     if isinstance(obj, float):
         return obj
     raise TypeError(f"no JSON mapping for {t.__name__}")
+
+
+def _rows(f: wirespec.Field) -> bool:
+    """A list of structs (FD_SOCK's cache: address and IpAddress): JSON lists of lists."""
+    return isinstance(f.wire, wirespec.ListOf) and isinstance(f.wire.elem, wirespec.Struct)
 
 
 _CLASS_HEADERS = {}
@@ -170,10 +172,10 @@ def from_json(v: Any) -> Any:
     if typ is None:
         raise ValueError(f"unknown class {cls!r}")
     args = []
-    for f in typ.FIELDS:
-        x = v[_FIELD_TO_JSON.get(f, f)]
-        if f == "cached_addrs" and x is not None:
-            args.append([(from_json(k), from_json(a)) for k, a in x])
+    for f in DIALECT.header_spec(typ).all_fields:
+        x = v[f.json_name]
+        if x is not None and _rows(f):
+            args.append([tuple(from_json(e) for e in row) for row in x])
         else:
             args.append(from_json(x))
     return typ(*args)

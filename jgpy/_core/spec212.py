@@ -1,0 +1,329 @@
+"""The JGroups 2.12.2.Final wire dialect as data: every header class and data class, field by field.
+
+Each entry says what Java's ``writeTo`` puts on the wire, in order (the wire types are explained in
+:mod:`jgpy._core.wirespec`), under which magic number (``jg-magic-map.xml``) and Java class, which protocols file
+it under their own id (``jg-protocol-ids.xml``), its type constants, and Java's ``size()`` where that is not the
+sum of its fields' sizes. From this module the build generates the header classes and every codec
+(``codegen.py``), and ``twin.py`` interprets it in Python (the test oracle, Java's sizes).
+
+Adding a header class: one :class:`HeaderClass` entry in :data:`HEADERS` (its magic and Java class must be those of
+the jar's magic map; a class of a custom protocol takes a magic > 1024 and its protocol an id > 512 in
+:data:`PROTOCOL_IDS`). The header class, its codec and its Java size follow from the entry at the next build.
+"""
+
+from __future__ import annotations
+
+from .wirespec import (ADDRESS, BOOL, BYTE, BYTE_BUFFER, GMS_VIEW, INT, LONG, OPT_SHORT_BYTES, SHORT, SHORT_BYTES,
+                       STRING, USHORT, UTF, VIEW, DataClass, F, ForeignClass, HeaderClass, IP_BYTES, flagged_view,
+                       list_of, opt, struct, when)
+
+NAME = "jgroups-2.12"
+VERSION = 0x1302                     # 2.12.2: (2 << 11) + (12 << 6) + 2
+
+#: How many levels of MergeView subgroups may nest on the wire (a MergeView inside the subgroups of a MergeView
+#: inside ... : the top view is level 0, this is the deepest level). A MergeView's subgroups are the views
+#: the subgroup coordinators had when the merge ran, so a subgroup is itself a MergeView only when its last
+#: view came from a merge: one level per consecutive merge without a regular view (a join, leave or suspicion)
+#: in between, typically 1 or 2, a few when a many-way partition heals in stages. 2.12 bounds nothing (its
+#: recursion ends in a StackOverflowError, caught with the packet's other failures in TP.IncomingPacket);
+#: jgpy fails a deeper MergeView with a WireFormatError: far above legitimate traffic, far below what the
+#: C stack of any thread holds (the C recursion without a bound let a 1.2 MB TCP frame crash the process).
+MAX_VIEW_DEPTH = 100
+
+#: protocol id by the name used in XML stack configs (org.jgroups.protocols. prefix dropped): jg-protocol-ids.xml
+PROTOCOL_IDS = {
+    "FD": 2, "FD_SOCK": 3, "FRAG": 4, "FRAG2": 5, "PING": 6, "MPING": 7, "S3_PING": 8, "FILE_PING": 9,
+    "TCPPING": 10, "TCPGOSSIP": 11, "UNICAST": 12, "VERIFY_SUSPECT": 13, "pbcast.GMS": 14,
+    "pbcast.NAKACK": 15, "pbcast.STABLE": 16, "pbcast.STATE_TRANSFER": 17, "SMACK": 18, "COMPRESS": 19,
+    "FC": 20, "UDP": 21, "TCP": 22, "TCP_NIO": 23, "TUNNEL": 24, "ENCRYPT": 25, "SEQUENCER": 26,
+    "FD_SIMPLE": 27, "VIEW_SYNC": 28, "FD_ALL": 29, "SFC": 30, "pbcast.FLUSH": 31,
+    "pbcast.STREAMING_STATE_TRANSFER": 32, "AUTH": 33, "MERGE3": 34, "MERGEFAST": 35, "HTOTAL": 36,
+    "DISCARD": 37, "LOOPBACK": 38, "SHARED_LOOPBACK": 39, "UNICAST2": 40, "SCOPE": 41, "DAISYCHAIN": 42,
+    "RELAY": 43, "MFC": 44, "UFC": 45, "JDBC_PING": 46, "STOMP": 47, "PRIO": 48, "BPING": 49,
+    "CENTRAL_LOCK": 50, "PEER_LOCK": 51, "CENTRAL_EXECUTOR": 52,
+    "blocks.PullPushAdapter": 200, "blocks.RequestCorrelator": 201, "mux.MuxChannel": 202,
+    "mux.Multiplexer": 203, "blocks.mux.MuxRequestCorrelator": 204,
+}
+
+# every transport (TP and its subclasses) files its TpHeader under its own id; every discovery protocol
+# (Discovery and its subclasses) its PingHeaders
+TRANSPORTS = ("UDP", "TCP", "TCP_NIO", "TUNNEL", "LOOPBACK", "SHARED_LOOPBACK")
+DISCOVERY = ("PING", "MPING", "S3_PING", "FILE_PING", "TCPPING", "TCPGOSSIP", "JDBC_PING", "BPING")
+
+
+# ---------------------------------------------------------------------------------------------
+# data classes
+# ---------------------------------------------------------------------------------------------
+
+UUID = DataClass(
+    "UUID", "uuid", "address", "util.UUID", magic=68, fields=(
+        F("lsb", LONG, doc="leastSigBits, written first"),
+        F("msb", LONG),
+        F("additional_data", OPT_SHORT_BYTES, doc="deprecated 2.7-compat field"),
+    ))
+PAYLOAD_UUID = DataClass("PayloadUUID", "payload_uuid", "address", "util.PayloadUUID", magic=82, base=UUID,
+                         fields=(F("payload", STRING),))
+ADDITIONAL_DATA_UUID = DataClass("AdditionalDataUUID", "additional_data_uuid", "address", "util.AdditionalDataUUID",
+                                 magic=83, base=UUID, fields=(F("payload", BYTE_BUFFER),))
+TOPOLOGY_UUID = DataClass("TopologyUUID", "topology_uuid", "address", "util.TopologyUUID", magic=84, base=UUID,
+                          fields=(F("site_id", STRING), F("rack_id", STRING), F("machine_id", STRING)))
+IP_ADDRESS = DataClass(
+    "IpAddress", "ip", "address", "stack.IpAddress", magic=1, codec="hand-written", min_bytes=8, fields=(
+        F("ip", IP_BYTES, doc="Java fails on a length other than 4 or 16"),
+        F("scope_id", INT, doc="only after a 16-byte address (a negative one reads as 0)"),
+        F("port", USHORT),
+        F("additional_data", OPT_SHORT_BYTES),
+    ), doc="read_ip_body/write_ip_body in jg212.pyx: the layout depends on the address length")
+
+VIEW_ID = DataClass("ViewId", "view_id", "types", "ViewId", magic=32, fields=(
+    F("coord_addr", ADDRESS),
+    F("id", LONG),
+))
+RANGE = DataClass("Range", "range", "types", "util.Range", fields=(F("low", LONG), F("high", LONG)))
+ADDRESSES = list_of("addresses", ADDRESS, java_size="first_times_count")     # Util.writeAddresses
+VIEW_CLS = DataClass(
+    "View", "view", "types", "View", magic=31, codec="hand-written", fields=(
+        F("vid", opt(VIEW_ID)),
+        F("members", ADDRESSES),
+        F("payload", SHORT_BYTES, doc="a Java-serialised Map<String,Object>, kept opaque"),
+    ), doc="read_view_body/write_view_body in jg212.pyx: one function for View and MergeView, nesting bounded")
+SUBGROUP = flagged_view(VIEW_CLS)           # a boolean (MergeView), then the view body one level deeper
+MERGE_VIEW = DataClass(
+    "MergeView", "merge_view", "types", "MergeView", base=VIEW_CLS, codec="hand-written", fields=(
+        F("subgroups", list_of("subgroups", SUBGROUP, none=0), doc=f"at most {MAX_VIEW_DEPTH} levels deep"),
+    ), doc="no magic number: Java writes its class name where a magic would go")
+DIGEST_ENTRY = struct(F("member", ADDRESS, doc="never null"), F("low", LONG), F("highest_delivered", LONG),
+                      F("highest_received", LONG))
+DIGEST = DataClass(
+    "Digest", "digest", "types", "util.Digest", magic=40, codec="hand-written", fields=(
+        F("entries", list_of("digest_entries", DIGEST_ENTRY, negative="fail", java_size="first_times_count")),
+    ), doc="read_digest_body in jg212.pyx: an entry needs a member and low <= highest_delivered, as Java's")
+JOIN_RSP = DataClass("JoinRsp", "join_rsp", "types", "protocols.pbcast.JoinRsp", magic=39, fields=(
+    F("view", opt(VIEW_CLS, as_plain_view=True), doc="Java reads it back as a plain View, whatever was written"),
+    F("digest", opt(DIGEST)),
+    F("fail_reason", STRING),
+))
+MERGE_ID = DataClass("MergeId", "merge_id", "types", "util.MergeId", fields=(
+    F("initiator", ADDRESS),
+    F("id", INT),
+))
+PING_DATA = DataClass("PingData", "ping_data", "types", "protocols.PingData", magic=36, fields=(
+    F("own_addr", ADDRESS),
+    F("view", VIEW),
+    F("view_id", opt(VIEW_ID)),
+    F("is_server", BOOL),
+    F("logical_name", STRING),
+    F("physical_addrs", ADDRESSES),
+))
+
+DATA_CLASSES = (UUID, PAYLOAD_UUID, ADDITIONAL_DATA_UUID, TOPOLOGY_UUID, IP_ADDRESS, VIEW_ID, RANGE, VIEW_CLS,
+                MERGE_VIEW, DIGEST, JOIN_RSP, MERGE_ID, PING_DATA)
+
+
+# ---------------------------------------------------------------------------------------------
+# header classes
+# ---------------------------------------------------------------------------------------------
+
+# FD_SOCK's cache: member -> the address of its FD_SOCK server socket (a Java HashMap)
+FD_SOCK_CACHE = list_of("fd_sock_cache", struct(F("member", ADDRESS), F("sock_addr", opt(IP_ADDRESS))), count=INT,
+                        none=0, java_size="hash_map")
+
+NAKACK_EXTRA = '''
+    @staticmethod
+    def msg(long long seqno):
+        return NakAckHeader(1, seqno)
+
+    @staticmethod
+    def xmit_req(long long low, long long high, original_sender):
+        from jgpy._core.types import Range
+        return NakAckHeader(2, -1, Range(low, high), original_sender)
+
+    @staticmethod
+    def xmit_rsp(long long seqno):
+        return NakAckHeader(3, seqno)
+'''
+
+REQUEST_CORRELATOR = HeaderClass(
+    "RequestCorrelatorHeader", 71, "blocks.RequestCorrelator$Header", ("blocks.RequestCorrelator",),
+    doc="MessageDispatcher/RpcDispatcher request or response", types={"REQ": 0, "RSP": 1}, fields=(
+        F("type", BYTE, 0),
+        F("id", LONG, 0),
+        F("rsp_expected", BOOL, False),
+        F("corr_id", SHORT, 201),
+    ))
+
+HEADERS = (
+    # ---- hot headers: on every data message ----
+    HeaderClass("TpHeader", 56, "protocols.TpHeader", TRANSPORTS, doc="Transport header: the cluster name, on every "
+                "message", fields=(F("channel_name", UTF, ""),)),
+    HeaderClass(
+        "NakAckHeader", 25, "protocols.pbcast.NakAckHeader", ("pbcast.NAKACK",),
+        doc="pbcast.NAKACK: seqno of a multicast, or a retransmission request",
+        types={"MSG": 1, "XMIT_REQ": 2, "XMIT_RSP": 3}, extra=NAKACK_EXTRA, fields=(
+            F("type", BYTE, 1),
+            F("seqno", LONG, -1, when("MSG", "XMIT_RSP"), doc="-1 (Java's default) when the type carries none"),
+            F("range", opt(RANGE), None, when("XMIT_REQ"), doc="Range, for XMIT_REQ"),
+            F("sender", ADDRESS, None, when("XMIT_REQ"), doc="original sender, for XMIT_REQ"),
+        )),
+    HeaderClass(
+        "UnicastHeader", 21, "protocols.UNICAST$UnicastHeader", ("UNICAST",),
+        doc="UNICAST: DATA seqno/conn_id/first, cumulative ACK, or SEND_FIRST_SEQNO",
+        types={"DATA": 0, "ACK": 1, "SEND_FIRST_SEQNO": 2},
+        java_size={"DATA": 12, "ACK": 9, "SEND_FIRST_SEQNO": 1, None: 0}, fields=(
+            F("type", BYTE, 0),
+            F("seqno", LONG, 0, when("DATA", "ACK")),
+            F("conn_id", SHORT, 0, when("DATA")),
+            F("first", BOOL, False, when("DATA")),
+        )),
+    HeaderClass("FragHeader", 7, "protocols.FragHeader", ("FRAG", "FRAG2"),
+                doc="FRAG/FRAG2: fragment ``frag_id`` of ``num_frags`` of message ``id``", fields=(
+                    F("id", LONG, 0), F("frag_id", INT, 0), F("num_frags", INT, 0))),
+    HeaderClass("FcHeader", 54, "protocols.FcHeader", ("FC", "MFC", "UFC"), doc="FC/MFC/UFC credit messages",
+                types={"REPLENISH": 1, "CREDIT_REQUEST": 2}, fields=(F("type", BYTE, 1),)),
+
+    # ---- control headers ----
+    HeaderClass(
+        "PingHeader", 13, "protocols.PingHeader", DISCOVERY,
+        doc="Discovery request/response (PING, MPING, TCPPING, ...)", types={"GET_MBRS_REQ": 1, "GET_MBRS_RSP": 2},
+        fields=(
+            F("type", BYTE, 1),
+            F("data", opt(PING_DATA), doc="PingData"),
+            F("cluster_name", STRING),
+            F("view_id", opt(VIEW_ID), doc="ViewId"),
+        )),
+    HeaderClass(
+        "GmsHeader", 24, "protocols.pbcast.GMS$GmsHeader", ("pbcast.GMS",), doc="pbcast.GMS membership messages",
+        types={"JOIN_REQ": 1, "JOIN_RSP": 2, "LEAVE_REQ": 3, "LEAVE_RSP": 4, "VIEW": 5, "MERGE_REQ": 6, "MERGE_RSP": 7,
+               "INSTALL_MERGE_VIEW": 8, "CANCEL_MERGE": 9, "VIEW_ACK": 10, "JOIN_REQ_WITH_STATE_TRANSFER": 11,
+               "INSTALL_MERGE_VIEW_OK": 12, "GET_DIGEST_REQ": 13, "GET_DIGEST_RSP": 14, "INSTALL_DIGEST": 15},
+        fields=(
+            F("type", BYTE, 0),
+            F("view", GMS_VIEW),
+            F("mbr", ADDRESS),
+            F("mbrs", ADDRESSES, doc="tuple of addresses or None"),
+            F("join_rsp", opt(JOIN_RSP)),
+            F("my_digest", opt(DIGEST)),
+            F("merge_id", opt(MERGE_ID)),
+            F("merge_rejected", BOOL, False),
+            F("use_flush_if_present", BOOL, False),
+        )),
+    HeaderClass(
+        "Unicast2Header", 73, "protocols.UNICAST2$Unicast2Header", ("UNICAST2",), doc="UNICAST2 (NAK-based unicast)",
+        types={"DATA": 0, "XMIT_REQ": 1, "SEND_FIRST_SEQNO": 2, "STABLE": 3},
+        java_size={"DATA": 12, "XMIT_REQ": 17, "STABLE": 17, "SEND_FIRST_SEQNO": 1, None: 0}, fields=(
+            F("type", BYTE, 0),
+            F("seqno", LONG, 0, when("DATA", "XMIT_REQ", "STABLE", "SEND_FIRST_SEQNO")),
+            F("high_seqno", LONG, 0, when("XMIT_REQ", "STABLE")),
+            F("conn_id", SHORT, 0, when("DATA")),
+            F("first", BOOL, False, when("DATA")),
+        )),
+    HeaderClass("StableHeader", 27, "protocols.pbcast.STABLE$StableHeader", ("pbcast.STABLE",),
+                doc="pbcast.STABLE gossip and stability messages", types={"STABLE_GOSSIP": 1, "STABILITY": 2},
+                fields=(F("type", INT, 1), F("stable_digest", opt(DIGEST)))),
+    HeaderClass("FdHeader", 3, "protocols.FD$FdHeader", ("FD",),
+                doc="FD heartbeats and suspicions. ``from_`` is Java's ``from``",
+                types={"HEARTBEAT": 0, "HEARTBEAT_ACK": 1, "SUSPECT": 2},
+                fields=(F("type", BYTE, 0), F("mbrs", ADDRESSES), F("from_", ADDRESS, java_name="from"))),
+    HeaderClass("HeartbeatHeader", 61, "protocols.FD_ALL$HeartbeatHeader", ("FD_ALL",),
+                doc="FD_ALL heartbeat: no fields", fields=()),
+    HeaderClass(
+        "FdSockHeader", 6, "protocols.FD_SOCK$FdHeader", ("FD_SOCK",), doc="FD_SOCK cache and suspicion messages",
+        types={"SUSPECT": 10, "WHO_HAS_SOCK": 11, "I_HAVE_SOCK": 12, "GET_CACHE": 13, "GET_CACHE_RSP": 14},
+        fields=(
+            F("type", BYTE, 10),
+            F("mbr", ADDRESS),
+            F("sock_addr", opt(IP_ADDRESS), doc="IpAddress"),
+            F("cached_addrs", FD_SOCK_CACHE, doc="tuple of (Address, IpAddress) or None"),
+            F("mbrs", list_of("fd_sock_members", ADDRESS, count=INT, none=0, java_size="distinct"),
+              doc="tuple of addresses or None"),
+        )),
+    HeaderClass("VerifyHeader", 22, "protocols.VERIFY_SUSPECT$VerifyHeader", ("VERIFY_SUSPECT",),
+                doc="VERIFY_SUSPECT probe and answer", types={"ARE_YOU_DEAD": 1, "I_AM_NOT_DEAD": 2},
+                fields=(F("type", SHORT, 1), F("from_", ADDRESS, java_name="from"))),
+    HeaderClass("SfcHeader", 62, "protocols.SFC$Header", ("SFC",),
+                doc="SFC credit messages; note the type values differ from FcHeader",
+                types={"CREDIT_REQUEST": 1, "REPLENISH": 2, "URGENT_CREDIT_REQUEST": 3}, fields=(F("type", BYTE, 1),)),
+    HeaderClass(
+        "StateHeader", 28, "protocols.pbcast.STATE_TRANSFER$StateHeader", ("pbcast.STATE_TRANSFER",),
+        doc="pbcast.STATE_TRANSFER request/response", types={"STATE_REQ": 1, "STATE_RSP": 2}, fields=(
+            F("type", BYTE, 1),
+            F("id", LONG, 0),
+            F("sender", ADDRESS),
+            F("my_digest", opt(DIGEST)),
+            F("state_id", STRING),
+        )),
+    HeaderClass(
+        "StreamingStateHeader", 65, "protocols.pbcast.STREAMING_STATE_TRANSFER$StateHeader",
+        ("pbcast.STREAMING_STATE_TRANSFER",), doc="pbcast.STREAMING_STATE_TRANSFER messages",
+        types={"STATE_REQ": 1, "STATE_RSP": 2, "STATE_PART": 3}, fields=(
+            F("type", BYTE, 1),
+            F("id", LONG, 0),
+            F("sender", ADDRESS),
+            F("my_digest", opt(DIGEST)),
+            F("bind_addr", opt(IP_ADDRESS), doc="IpAddress of the state server socket"),
+            F("state_id", STRING),
+        )),
+    HeaderClass(
+        "FlushHeader", 64, "protocols.pbcast.FLUSH$FlushHeader", ("pbcast.FLUSH",), doc="pbcast.FLUSH phases",
+        types={"START_FLUSH": 0, "STOP_FLUSH": 2, "FLUSH_COMPLETED": 3, "ABORT_FLUSH": 5, "FLUSH_BYPASS": 6,
+               "FLUSH_RECONCILE": 7, "FLUSH_RECONCILE_OK": 8, "FLUSH_NOT_COMPLETED": 9}, fields=(
+            F("type", BYTE, 0),
+            F("view_id", LONG, 0),
+            F("flush_participants", ADDRESSES),
+            F("digest", opt(DIGEST)),
+        )),
+    HeaderClass("SequencerHeader", 58, "protocols.SEQUENCER$SequencerHeader", ("SEQUENCER",),
+                doc="SEQUENCER total-order messages", types={"FORWARD": 1, "BCAST": 2, "WRAPPED_BCAST": 3},
+                fields=(F("type", BYTE, 1), F("tag", opt(VIEW_ID), doc="ViewId(original sender, seqno)"))),
+    HeaderClass("CompressHeader", 53, "protocols.COMPRESS$CompressHeader", ("COMPRESS",),
+                doc="COMPRESS: size of the inflated payload", fields=(F("original_size", INT, 0),)),
+    HeaderClass("CoordAnnouncement", 69, "protocols.MERGE3$CoordAnnouncement", ("MERGE3",),
+                doc="MERGE3 coordinator announcement", fields=(F("view", VIEW),)),
+    REQUEST_CORRELATOR,
+    HeaderClass("MultiDestinationHeader", 72, "blocks.RequestCorrelator$MultiDestinationHeader",
+                ("blocks.RequestCorrelator",), doc="A request with an exclusion list", base=REQUEST_CORRELATOR,
+                types=REQUEST_CORRELATOR.types, fields=(F("exclusion_list", ADDRESSES),)),
+)
+
+#: classes of the magic map jgpy does not model, with the protocols that file them under their id
+FOREIGN_CLASSES = (
+    ForeignClass(29, "protocols.SMACK$SmackHeader", ("SMACK",)),
+    ForeignClass(30, "Message"),
+    ForeignClass(34, "Address"),
+    ForeignClass(38, "java.util.Vector"),
+    ForeignClass(41, "java.util.Hashtable"),
+    ForeignClass(57, "protocols.ENCRYPT$EncryptHeader", ("ENCRYPT",)),
+    ForeignClass(59, "protocols.FD_SIMPLE$FdHeader", ("FD_SIMPLE",)),
+    ForeignClass(60, "protocols.VIEW_SYNC$ViewSyncHeader", ("VIEW_SYNC",)),
+    ForeignClass(63, "mux.MuxHeader", ("mux.MuxChannel", "mux.Multiplexer")),
+    ForeignClass(66, "blocks.PullPushAdapter$PullHeader", ("blocks.PullPushAdapter",)),
+    ForeignClass(67, "protocols.AuthHeader", ("AUTH",)),
+    ForeignClass(70, "protocols.MERGEFAST$MergefastHeader", ("MERGEFAST",)),
+    ForeignClass(74, "protocols.SCOPE$ScopeHeader", ("SCOPE",)),
+    ForeignClass(75, "blocks.mux.MuxHeader", ("blocks.mux.MuxRequestCorrelator",)),
+    ForeignClass(76, "protocols.DAISYCHAIN$DaisyHeader", ("DAISYCHAIN",)),
+    ForeignClass(77, "protocols.RELAY$RelayHeader", ("RELAY",)),
+    ForeignClass(78, "protocols.STOMP$StompHeader", ("STOMP",)),
+    ForeignClass(80, "protocols.PrioHeader", ("PRIO",)),
+    ForeignClass(81, "protocols.Locking$LockingHeader", ("CENTRAL_LOCK", "PEER_LOCK")),
+    ForeignClass(85, "protocols.Executing$ExecutorHeader", ("CENTRAL_EXECUTOR",)),
+    ForeignClass(86, "protocols.Executing$Request"),
+    ForeignClass(87, "blocks.executor.ExecutionService$RunnableAdapter"),
+    ForeignClass(88, "blocks.executor.Executions$StreamableCallable"),
+)
+
+
+def magic_classes() -> dict[int, str]:
+    """``jg-magic-map.xml``: class (``org.jgroups.`` dropped, java.util kept) by magic number."""
+    table = {c.magic: c.java for c in (*HEADERS, *FOREIGN_CLASSES) if c.magic is not None}
+    table.update({c.magic: c.java for c in DATA_CLASSES if c.magic is not None})
+    return dict(sorted(table.items()))
+
+
+def header_magics() -> dict[str, tuple[int, ...]]:
+    """The magic numbers of the header classes each 2.12 protocol files under its own id, by protocol name."""
+    out: dict[str, tuple[int, ...]] = {}
+    for c in (*HEADERS, *FOREIGN_CLASSES):
+        for name in c.protocols:
+            out[name] = out.get(name, ()) + (c.magic,)
+    return out
