@@ -23,7 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from jgpy._core.udp import Bundler, DatagramLoop
+from jgpy._core.bundler import Bundler
+from jgpy._core.recvloop import DatagramLoop
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRIES = 200_000
@@ -123,7 +124,7 @@ def test_bundler_1k_entries(benchmark):
 
 SENDER = textwrap.dedent("""
     import socket, sys
-    from jgpy._core.udp import sendmany
+    from jgpy._core.senders import sendmany
     port, count = int(sys.argv[1]), int(sys.argv[2])
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))

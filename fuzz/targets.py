@@ -33,7 +33,7 @@ def _touch_message(m: Message) -> None:
 
 
 def decode_datagram(data: bytes) -> None:
-    """A UDP datagram (or TCP frame payload), as ``TransportReceive`` decodes it."""
+    """A UDP datagram (or TCP frame payload), as the transport core (``TP.receive_datagrams``) decodes it."""
     dg = DIALECT.decode_datagram(data, check_version=False)
     for m in dg.messages:
         _touch_message(m)

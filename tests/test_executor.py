@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from jgpy._core.sendpath import Handoff, Lock
+from jgpy._core.sync import Handoff, Lock
 from jgpy.stack.executor import SerialExecutor, Wakeup, register_relay
 from tests.conftest import run_threads
 
@@ -127,7 +127,7 @@ def test_handoff_with_a_dozing_consumer_loses_nothing_and_keeps_order():
 
 
 def test_send_core_lock_excludes_and_never_blocks_holding_the_gil():
-    """sendpath.Lock: mutual exclusion between Python (with) users; a thread waiting for it lets others run."""
+    """sync.Lock (the cores' lock): mutual exclusion between Python (with) users; a thread waiting for it lets others run."""
     lock = Lock()
     assert lock.acquire() is True
     ran = threading.Event()

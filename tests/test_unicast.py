@@ -157,7 +157,7 @@ def test_a_view_without_the_sender_sends_its_pending_ack_first(delayed):
     assert acks_to(delayed, p) == []
     delayed.prot.down(Event(EventType.VIEW_CHANGE, View(ViewId(delayed.local_addr, 2), [delayed.local_addr])))
     assert acks_to(delayed, p) == [2]
-    assert p not in delayed.prot.recv_table and not delayed.prot._pending_acks
+    assert p not in delayed.prot.recv_table and not delayed.prot.pending_acks
 
 
 def test_a_pending_ack_travels_with_the_next_regular_message_to_its_sender(delayed):
@@ -177,7 +177,7 @@ def test_a_pending_ack_travels_with_the_next_regular_message_to_its_sender(delay
     assert acks_to(delayed, p) == [2]
     assert all(m.piggyback is None for m in to_p)        # nothing stays attached to a kept message
     stats = delayed.prot.dump_stats()
-    assert stats["acks_piggybacked"] == 1 and stats["acks_delayed"] == 0 and not delayed.prot._pending_acks
+    assert stats["acks_piggybacked"] == 1 and stats["acks_delayed"] == 0 and not delayed.prot.pending_acks
     delayed.send(Message(p, b"next"))                     # nothing pending any more: no ACK
     assert acks_to(delayed, p) == [2]
     time.sleep(0.12)                                      # the ack_delay timer (50 ms) finds nothing to send
@@ -187,7 +187,7 @@ def test_a_pending_ack_travels_with_the_next_regular_message_to_its_sender(delay
 def test_ack_delay_is_capped_by_the_retransmission_timeout():
     s = FakeStack(unicast(ack_delay=1000, timeout=[100, 200]), connect=True)
     try:
-        assert s.prot._ack_delay_ms == 10
+        assert s.prot.ack_delay_ms == 10
     finally:
         s.close()
 
@@ -274,7 +274,7 @@ def test_windows_of_non_members_are_capped_and_memory_does_not_follow_their_seqn
         assert grown < 3_000_000                  # 16 windows, 100 messages delivered; was 128 MB per crafted span
         stats = s.prot.dump_stats()
         assert stats["nonmember_recv_windows"] == 16 and stats["nonmembers_evicted"] == 84
-        assert len(s.prot.recv_table) == 17 and len(s.prot._pending_acks) <= 17
+        assert len(s.prot.recv_table) == 17 and len(s.prot.pending_acks) <= 17
         assert stats["dropped_nonmember_window"] == 4 and stats["dropped_bad_seqno"] == 0
         # the member's messages all came up, in order
         got = [bytes(m.payload) for m in s.top.wait_messages(200) if m.src == q]

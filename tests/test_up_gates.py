@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from jgpy._core.batch import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS, UpGate, total_length, \
-    unknown_multicast_sources
+from jgpy._core.batch import total_length, unknown_multicast_sources
+from jgpy._core.upgate import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS, UpGate
 from jgpy._core.address import UUID
 from jgpy._core.headers import TpHeader
 from jgpy._core.message import Message

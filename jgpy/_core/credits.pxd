@@ -1,5 +1,7 @@
 from libc.stdint cimport int64_t
 
+from jgpy._core.sendpath cimport ProtocolCore
+
 
 cdef class CreditTable:
     cdef dict _credits
@@ -11,3 +13,9 @@ cdef class CreditTable:
     cpdef bint spend_all(self, int64_t length)
     cpdef int spend(self, object member, int64_t length)
     cpdef bint add(self, object member, int64_t credits)
+
+
+cdef class CreditCore(ProtocolCore):
+    cdef public CreditTable table
+    cdef public bint multicast            # MFC: multicasts spend credits; UFC: unicasts
+    cdef public bint running

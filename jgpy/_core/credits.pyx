@@ -1,13 +1,19 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Credit bookkeeping of UFC/MFC/FC in C: the per-message part of flow control.
+"""Credit-based flow control in C (UFC, MFC): the core the protocols derive from, and its tables.
 
 A ``CreditTable`` holds, per member, the bytes we may still send it. Spending is one call per message
 (``spend_all`` for a multicast: every member's credit must cover the message; ``spend`` for a unicast) and
 touches no Python objects beyond the member dict, so it is atomic under the GIL: the protocols need a lock
-only to *wait* for credits (their slow path), not to spend them.
+only to *wait* for credits (their slow path), not to spend them. :class:`CreditCore` is the down path of UFC
+and MFC; ``ReceiverCredits`` and :func:`credit_lengths` count what we owe the senders of a delivered batch.
 """
 
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from libc.stdint cimport int64_t
+
+from jgpy._core.message cimport Message
+
+cdef int NO_FC = 4
 
 
 cdef class CreditTable:
@@ -168,3 +174,33 @@ cdef class ReceiverCredits:
             self.left.setdefault(m, self.max_credits)
         for m in [m for m in self.left if m not in mbrs]:
             del self.left[m]
+
+
+def credit_lengths(list msgs, bint multicast, int skip_flags):
+    """``{src: total payload bytes}`` of the multicasts (``multicast``) or unicasts of the batch that have
+    none of ``skip_flags`` (UFC/MFC count what they owe credits for)."""
+    cdef dict out = {}
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
+    cdef Message m
+    for i in range(n):
+        m = <Message>PyList_GET_ITEM(msgs, i)
+        if (m.dest is None) == multicast and not (m.flags & skip_flags) and m._buf is not None and m._len:
+            out[m.src] = out.get(m.src, 0) + m._len
+    return out
+
+
+cdef class CreditCore(ProtocolCore):
+    """The core of UFC (``multicast`` False) and MFC: a message spends its credits, or the protocol's
+    ``wait_for_credits(msg, length)`` (its slow path, which blocks) waits for them; then it goes on."""
+
+    cdef object _down(self, Message msg):
+        cdef Py_ssize_t length = msg._len
+        cdef bint ok
+        if (msg.dest is None) == self.multicast and not (msg.flags & NO_FC) and length and self.running:
+            if self.multicast:
+                ok = self.table.spend_all(length)
+            else:
+                ok = self.table.spend(msg.dest, length) != 0
+            if not ok:
+                self.wait_for_credits(msg, length)
+        return self._pass(msg)

@@ -11,7 +11,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.unicode cimport PyUnicode_DecodeLatin1, PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memcmp, memcpy
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from jgpy._core.clock cimport monotonic_ns
 
 from jgpy._core.message cimport Message
 
@@ -150,17 +150,6 @@ def crc32c(data, bint hardware=True) -> int:
 def crc32c_hardware() -> bool:
     """True when CRC-32C runs on the CPU's SSE4.2 instruction."""
     return _crc_hw
-
-
-cdef inline int64_t _now() noexcept nogil:
-    cdef timespec t
-    clock_gettime(CLOCK_MONOTONIC, &t)
-    return <int64_t>t.tv_sec * 1000000000 + t.tv_nsec
-
-
-def monotonic_ns() -> int:
-    """CLOCK_MONOTONIC in ns, as the buffer stamps rows (the same clock as ``time.monotonic_ns()``)."""
-    return _now()
 
 
 # ---- names and ids ----
@@ -395,14 +384,14 @@ cdef class RowBuffer:
         cdef int64_t took
         self._tick += 1
         if self._tick & (every - 1) == 0:
-            took = _now() - ts
+            took = monotonic_ns() - ts
             if took < 20000 * rows:
                 self._timed_ns += took
                 self._timed_rows += rows
 
     cdef int record_message(self, int kind, Message m) except -1:
         """A message row (kind 0: deliver, 1: send) from C (JOURNAL's send path)."""
-        cdef int64_t ts = _now()
+        cdef int64_t ts = monotonic_ns()
         self._record(kind, m, ts)
         self._time(ts, 1, 64)
         return 0
@@ -410,7 +399,7 @@ cdef class RowBuffer:
     def record(self, int kind, obj):
         """Record a row: kind 0 (deliver) and 1 (send) take a Message, other kinds keep ``obj``."""
         cdef _Row r
-        cdef int64_t ts = _now()
+        cdef int64_t ts = monotonic_ns()
         if kind <= 1:
             self._record(kind, <Message?>obj, ts)
             return
@@ -430,7 +419,7 @@ cdef class RowBuffer:
         """Record one message row (kind 0 or 1) per message of ``msgs``, all with the same timestamp (a batch
         reaches the top of the stack at once)."""
         cdef object m
-        cdef int64_t ts = _now()
+        cdef int64_t ts = monotonic_ns()
         if kind > 1:
             raise ValueError("record_batch records messages (kind 0 or 1)")
         for m in msgs:

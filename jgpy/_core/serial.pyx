@@ -3,7 +3,9 @@
 
 Every delivered batch goes through ``enqueue`` + ``run_pending`` (or the executor thread's loop), and the
 channel asks ``in_thread`` for each one: as Python methods these were five frames per batch, a measurable part
-of a round trip. The semantics are documented on ``SerialExecutor``; this is their only implementation.
+of a round trip. The semantics are documented on ``SerialExecutor``; this is their only implementation. The
+ordering protocols' cores hand over with C calls (``_enqueue``, ``_run_pending``: serial.pxd; see
+``jgpy._core.reliable``).
 """
 
 import logging
@@ -31,21 +33,7 @@ cdef tuple _NO_RELAY = (_yes, _nothing)
 
 cdef class SerialCore:
     """Queue, claim and task running of a serial executor (see ``SerialExecutor``, its subclass, which owns
-    the thread). ``_runner``: the thread id of a submitter running tasks (0: none)."""
-
-    cdef public str name
-    cdef public bint caller_runs
-    cdef public bint relay
-    cdef public object _q                 # deque of (fn, args)
-    cdef public object _wakeup            # executor.Wakeup of the executor's thread
-    cdef public bint _running
-    cdef public bint _busy
-    cdef public object _claim             # threading.Lock: held by whoever runs tasks
-    cdef public unsigned long _runner
-    cdef public unsigned long _thread_ident   # the executor's own thread (0 until it runs)
-    cdef public int _drainers
-    cdef public object _idle              # threading.Condition, for drain() only
-    cdef object _append, _popleft, _acquire, _release
+    the thread). ``_runner``: the thread id of a submitter running tasks (0: none). Fields: serial.pxd."""
 
     def __init__(self, str name, bint caller_runs=False, bint relay=False, wakeup=None):
         self.name = name
@@ -69,7 +57,7 @@ cdef class SerialCore:
         """Queue ``fn(*args)``; the calling thread runs it (and what is queued) when it may (see the class doc).
         Not while holding a lock that other submitters take: use :meth:`enqueue` there."""
         if self._enqueue(fn, args):
-            self.run_pending()
+            self._run_pending()
 
     def enqueue(self, fn, *args) -> bool:
         """Queue ``fn(*args)`` without running anything. The ordering protocols call this under the lock that
@@ -91,18 +79,22 @@ cdef class SerialCore:
     def run_pending(self) -> None:
         """Run what is queued in the calling thread, if it may run tasks and nobody else is running them (they
         look at the queue again when they stop); a relay that refuses leaves them to the executor's thread."""
+        self._run_pending()
+
+    cdef int _run_pending(self) except -1:
         cdef object relay = self._relay_pair()
         if relay is None or not self._q or not self._acquire(False):
-            return
+            return 0
         if not (<tuple>relay)[0]():          # refused (a stream on our socket): the executor's thread runs them
             self._release()
             if self._wakeup.sleeping:
                 self._wakeup.wake()
-            return
+            return 0
         try:
             self._run_here()
         finally:
             (<tuple>relay)[1]()
+        return 0
 
     cdef object _relay_pair(self):
         """The calling thread's (hand_over, take_back) if it may run tasks, else None."""

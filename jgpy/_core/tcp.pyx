@@ -29,7 +29,7 @@ from libc.stdint cimport uint8_t, uint32_t, int64_t
 from libc.errno cimport errno, EINTR, EAGAIN
 from posix.uio cimport iovec
 
-from jgpy._core.sendpath cimport Lock
+from jgpy._core.sync cimport Lock
 from jgpy.errors import WireFormatError
 
 

@@ -18,11 +18,10 @@ import threading
 import time
 from typing import Any
 
-from jgpy._core.batch import credit_lengths, split_by_header
-from jgpy._core.credits import CreditTable, ReceiverCredits
+from jgpy._core.batch import split_by_header
+from jgpy._core.credits import CreditCore, CreditTable, ReceiverCredits, credit_lengths
 from jgpy._core.headers import FcHeader
 from jgpy._core.message import Message
-from jgpy._core.sendpath import CreditSend
 from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
@@ -33,7 +32,10 @@ REPLENISH, CREDIT_REQUEST = FcHeader.REPLENISH, FcHeader.CREDIT_REQUEST
 NO_FC = Message.NO_FC
 
 
-class FlowControl(Protocol):
+class FlowControl(CreditCore, Protocol):
+    """The down path is the C core (``CreditCore``, ``jgpy/_core/credits.pyx``): its fields ``table`` (our credits
+    with each member), ``multicast`` (MFC) and ``running``."""
+
     max_credits = Property(to_size, 500000, "bytes a sender may send to a receiver before it needs new credits")
     min_threshold = Property(to_float, 0.40, "fraction of max_credits at which a receiver replenishes")
     min_credits = Property(to_size, 0, "credits at which a receiver replenishes (default: max_credits * "
@@ -45,7 +47,7 @@ class FlowControl(Protocol):
 
     def __init__(self) -> None:
         super().__init__()
-        self.running = False
+        self.multicast = self.HANDLES_MULTICASTS
         self.received: ReceiverCredits | None = None
         self._block_times: list[tuple[int, int]] | None = None
         self._tl = threading.local()                # .delivering: passing a message up (JGRP-465)
@@ -80,11 +82,9 @@ class FlowControl(Protocol):
 
     def start(self) -> None:
         self.running = True
-        self._send.running = True
 
     def stop(self) -> None:
         self.running = False
-        self._send.running = False
         self.wake_all()
 
     def wake_all(self) -> None:
@@ -106,8 +106,8 @@ class FlowControl(Protocol):
 
     # ---- sending ----
 
-    # down_msg: the C core CreditSend (jgpy/_core/sendpath.pyx) spends the credits; when they do not cover
-    # a message it calls wait_for_credits(msg, length), the slow path below
+    # down_msg: the C core (CreditCore) spends the credits; when they do not cover a message it calls
+    # wait_for_credits(msg, length), the slow path below
 
     def send_credit(self, dest, credits: int) -> None:
         msg = Message(dest, self.stack.dialect.object_to_buffer(credits, "Long"), None, Message.OOB)
@@ -195,15 +195,12 @@ class _Credits(FlowControl):
 
     def __init__(self) -> None:
         super().__init__()
-        self.table: CreditTable | None = None
         self._cond = threading.Condition()
         self._waiting = 0
-        self._send = CreditSend(self, None, self.HANDLES_MULTICASTS, self.wait_for_credits)
-        self.down_msg = self._send.down_msg
 
     def init(self) -> None:
         super().init()
-        self.table = self._send.table = CreditTable(self.max_credits)
+        self.table = CreditTable(self.max_credits)
 
     def members_changed(self, mbrs: list) -> None:
         super().members_changed(mbrs)

@@ -26,27 +26,28 @@ from __future__ import annotations
 import itertools
 import threading
 
+from jgpy._core.frag2 import FragCore
 from jgpy._core.headers import FragHeader
 from jgpy._core.message import Message
-from jgpy._core.sendpath import FragSend
 from jgpy.errors import ConfigError
 from jgpy.protocols.fragtable import FragProtocol
 from jgpy.stack.events import Event, EventType
-from jgpy.stack.properties import Property, to_int, to_size
+from jgpy.stack.properties import CoreProperty, Property, to_int, to_size
 
 
-class FRAG2(FragProtocol):  # noqa: N801 - the JGroups name
+class FRAG2(FragCore, FragProtocol):  # noqa: N801 - the JGroups name
+    """The down path is the C core (``FragCore``, ``jgpy/_core/frag2.pyx``): messages longer than ``frag_size`` go
+    to :meth:`fragment`, the others pass in C."""
+
     NAME = "FRAG2"
 
-    frag_size = Property(to_size, 1500, "max payload bytes of a message; bigger ones are fragmented")
+    frag_size = CoreProperty(to_size, 1500, "max payload bytes of a message; bigger ones are fragmented")
     overhead = Property(to_int, 0, "(no effect)", deprecated="overhead was removed in 2.6.10; the property is ignored")
 
     def __init__(self) -> None:
         super().__init__()
         self._ids = itertools.count(1)
         self._id_lock = threading.Lock()
-        self._send = FragSend(self, self.frag_size, self.fragment)
-        self.down_msg = self._send.down_msg           # the send path is the C core (jgpy/_core/sendpath.pyx)
         self.num_sent_frags = 0
 
     # ---- life cycle ----
@@ -66,17 +67,11 @@ class FRAG2(FragProtocol):  # noqa: N801 - the JGroups name
                 raise ConfigError(f"FRAG2: frag_size ({self.frag_size}) has to be < TP.max_bundle_size "
                                   f"({max_bundle})")
         super().init()
-        self._send.frag_size = self.frag_size
         self._announce()
 
     def start(self) -> None:
         super().start()
-        self._send.frag_size = self.frag_size
         self._announce()
-
-    @property
-    def num_sent_msgs(self) -> int:
-        return self._send.num_sent_msgs
 
     def _announce(self) -> None:
         info = {"frag_size": self.frag_size}
@@ -89,13 +84,9 @@ class FRAG2(FragProtocol):  # noqa: N801 - the JGroups name
         with self._id_lock:
             return next(self._ids)
 
-    def _handle_config(self, cfg) -> None:
-        super()._handle_config(cfg)
-        self._send.frag_size = self.frag_size
-
     # ---- sending ----
 
-    # down_msg: FragSend (messages longer than frag_size go to fragment(), the others pass)
+    # down_msg: the core (messages longer than frag_size go to fragment(), the others pass)
 
     def fragment(self, msg: Message) -> None:
         """Send ``msg`` as fragments of frag_size bytes (windows into its payload; no copy)."""

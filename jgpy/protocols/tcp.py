@@ -103,8 +103,9 @@ class TCP(TP):
                                 self.sock_conn_timeout, self.peer_addr_read_timeout, self.use_send_queues,
                                 self.send_queue_size, self.frame_limit(), self.max_bundle_size,
                                 self.unicast_stream_gap_us, float(self.max_bundle_timeout), self.max_connections)
-        self._table = ConnectionTable(self.server_sock, self.physical_addr, bind, self._recv_core.receive,
-                                      self._frames_failed, options, name=f"jgpy-tcp-{port}", dialect=self.stack.dialect)
+        self._table = ConnectionTable(self.server_sock, self.physical_addr, bind, self.receive_datagrams,
+                                      self._frames_failed, options, name=f"jgpy-tcp-{port}",
+                                      dialect=self.stack.dialect)
         self._table.start()
         if self.local_addr is not None:
             self.handle_local_address(self.local_addr)
@@ -179,7 +180,7 @@ class TCP(TP):
             if multicast:
                 self._send_to_all(entry, None)
             elif physical == self.physical_addr:
-                self._recv_core.receive([dialect.encode_message(msg, False)], None, False)
+                self.receive_datagrams([dialect.encode_message(msg, False)], None, False)
             elif self._table is not None:
                 self._table.send(physical, entry, dest)
             return
@@ -191,7 +192,7 @@ class TCP(TP):
 
     def send_unicast_datagram(self, data: bytes, dest: IpAddress) -> None:
         if dest == self.physical_addr:
-            self._recv_core.receive([data], None, False)
+            self.receive_datagrams([data], None, False)
             return
         table = self._table
         if table is not None:
@@ -218,7 +219,7 @@ class TCP(TP):
                 if not self.loopback:
                     own = data if key is FRAME else \
                         self.stack.dialect.list_prefix(None, self.local_addr, True) + data + b"\x00"   # a LIST of one
-                    self._recv_core.receive([own], None, True)
+                    self.receive_datagrams([own], None, True)
                 continue
             table.send(d, data, key)
 

@@ -18,16 +18,15 @@ import time
 from typing import Any
 
 from jgpy._core.address import IpAddress
-from jgpy._core.batch import TransportReceive
 from jgpy._core.headers import TpHeader
 from jgpy._core.message import Message
-from jgpy._core.sendpath import Handoff, TransportSend
+from jgpy._core.sync import Handoff
+from jgpy._core.transport import TransportCore
 from jgpy._core.wire import utf_encode
-from jgpy.errors import IncompatibleVersionError, WireFormatError
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.executor import Wakeup
 from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_size, to_str
+from jgpy.stack.properties import CoreProperty, Property, ignored, to_bool, to_int, to_size, to_str
 from jgpy.stack.protocol import Protocol
 
 OOB = Message.OOB
@@ -49,7 +48,7 @@ class Loopback:
     def __init__(self, up: "TP", name: str) -> None:
         self.tp = up
         self._wakeup = Wakeup()
-        self.queue = Handoff(self._wakeup)       # the transport's send core puts into it with C calls
+        self.queue = Handoff(self._wakeup)       # the transport's core puts into it with C calls
         self._running = True
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -86,7 +85,12 @@ MAX_WHO_HAS = 1000
 WHO_HAS_INTERVAL = 2.0
 
 
-class TP(Protocol):
+class TP(TransportCore, Protocol):
+    """The per-message work of both directions is the C core this class derives from (``TransportCore``,
+    ``jgpy/_core/transport.pyx``); the settings it reads are its fields (the ``CoreProperty`` s below), and so are
+    the connection state (``tp_header``, ``cluster_utf``, ``own_addr``, ``dialect``, ``logical_addr_cache``) and
+    the ways out the concrete transport opens (``bundler``, ``ucast_sender``, ``mcast_sender``, ...)."""
+
     IS_TRANSPORT = True
 
     bind_addr = Property(to_str, None, "interface to bind to (IP, host name, or LOOPBACK/SITE_LOCAL/GLOBAL/"
@@ -94,23 +98,25 @@ class TP(Protocol):
                                                                                            "bind.address"))
     bind_port = Property(to_int, 0, "port of the unicast socket (0: ephemeral)")
     port_range = Property(to_int, 50, "ports to try above bind_port when it is taken")
-    loopback = Property(to_bool, True, "deliver own multicasts locally right away (and drop them when they "
-                        "come back from the network)")
-    discard_incompatible_packets = Property(to_bool, True, "drop datagrams of another JGroups major.minor version")
-    enable_bundling = Property(to_bool, True, "bundle regular multicasts into bigger datagrams")
-    enable_unicast_bundling = Property(to_bool, False, "bundle every regular unicast (false: only streams, see "
-                                       "unicast_stream_gap_us)")
-    unicast_stream_gap_us = Property(to_int, 20, "jgpy: regular unicasts to a member that follow each other by less "
-                                     "than this are a stream and go through a bundler of that member's (sendmmsg, "
-                                     "up to max_bundle_size per datagram); others are sent at once, alone (-1: "
-                                     "never bundle unicasts unless enable_unicast_bundling; both need "
-                                     "enable_bundling)",
-                                     system_property=("jgpy.unicast_stream_gap_us",))
-    multicast_stream_gap_us = Property(to_int, 20, "jgpy: a regular multicast that follows the previous one by this "
-                                       "or more, while the bundler holds nothing, is sent at once, alone (an RPC "
-                                       "to the group does not wait for the bundler); closer ones are a stream "
-                                       "and bundled (-1: bundle every regular multicast; needs enable_bundling)",
-                                       system_property=("jgpy.multicast_stream_gap_us",))
+    loopback = CoreProperty(to_bool, True, "deliver own multicasts locally right away (and drop them when they "
+                            "come back from the network)")
+    discard_incompatible_packets = CoreProperty(to_bool, True, "drop datagrams of another JGroups major.minor "
+                                                "version")
+    enable_bundling = CoreProperty(to_bool, True, "bundle regular multicasts into bigger datagrams")
+    enable_unicast_bundling = CoreProperty(to_bool, False, "bundle every regular unicast (false: only streams, see "
+                                           "unicast_stream_gap_us)")
+    unicast_stream_gap_us = CoreProperty(to_int, 20, "jgpy: regular unicasts to a member that follow each other by "
+                                         "less than this are a stream and go through a bundler of that member's "
+                                         "(sendmmsg, up to max_bundle_size per datagram); others are sent at once, "
+                                         "alone (-1: never bundle unicasts unless enable_unicast_bundling; both "
+                                         "need enable_bundling)",
+                                         system_property=("jgpy.unicast_stream_gap_us",))
+    multicast_stream_gap_us = CoreProperty(to_int, 20, "jgpy: a regular multicast that follows the previous one by "
+                                           "this or more, while the bundler holds nothing, is sent at once, alone (an "
+                                           "RPC to the group does not wait for the bundler); closer ones are a "
+                                           "stream and bundled (-1: bundle every regular multicast; needs "
+                                           "enable_bundling)",
+                                           system_property=("jgpy.multicast_stream_gap_us",))
     max_bundle_size = Property(to_size, 64000, "max size of a bundle datagram")
     max_bundle_timeout = Property(to_int, 20, "max ms a message waits in the bundler (jgpy sends as soon as the "
                                   "sender pauses, so this is only an upper bound)")
@@ -163,43 +169,26 @@ class TP(Protocol):
     def __init__(self) -> None:
         super().__init__()
         self.physical_addr: IpAddress | None = None
-        self.logical_addr_cache: dict[Any, IpAddress] = {}
-        self._cache_lock = threading.Lock()
+        self._cache_lock = threading.Lock()       # writes to logical_addr_cache (the core reads it)
         self.members: list = []
         self._who_has: dict[Any, float] = {}
         self._removal_times: dict[Any, float] = {}
-        self._tp_header: TpHeader | None = None
-        self._cluster_utf = b""
         self._rl = RateLimitedLog(self.log)
         self._loopback: Loopback | None = None
-        # the send path is the C core TransportSend (jgpy/_core/sendpath.pyx)
-        self._send_core = TransportSend(self, 0, None, self._not_connected, self._send_single, self._send_physical,
-                                        IpAddress)
-        self.down_msg = self._send_core.down_msg
-        # the receive path is the C core TransportReceive (jgpy/_core/batch.pyx); the rare drops come back here
-        self._recv_core = TransportReceive(self, self._bad_datagram, self._dropped, self._up_failed)
         self.counters = {"msgs_sent": 0, "bytes_sent": 0, "msgs_received": 0, "datagrams_received": 0,
                          "dropped_version": 0, "dropped_malformed": 0, "dropped_other_cluster": 0,
                          "dropped_no_tp_header": 0, "dropped_own_mcast": 0, "dropped_no_physical_addr": 0,
                          "loopbacks": 0, "up_errors": 0, "dropped_own_bundles": 0}
-        #: the first bytes of every bundle we multicast (version, flags, our address): set by the transport
-        self.own_bundle_prefix: bytes | None = None
 
     def start(self) -> None:
         port = self.physical_addr.port if self.physical_addr is not None else id(self)
         self._loopback = Loopback(self, f"jgpy-loopback-{port}")
-        core = self._send_core
-        core.prot_id, core.dialect = self.id, self.stack.dialect
-        core.loopback, core.enable_bundling = self.loopback, self.enable_bundling
-        core.bundle_all_unicasts = self.enable_unicast_bundling
-        core.stream_gap_ns = 0 if self.enable_unicast_bundling else \
-            (self.unicast_stream_gap_us * 1000 if self.unicast_stream_gap_us >= 0 else -1)
-        core.loopback_queue = self._loopback.queue
-        core.mcast_gap_ns = self.multicast_stream_gap_us * 1000 if self.multicast_stream_gap_us >= 0 else -1
+        self.dialect = self.stack.dialect
+        self.loopback_queue = self._loopback.queue
 
     def stop(self) -> None:
         lb, self._loopback = self._loopback, None
-        self._send_core.loopback_queue = None
+        self.loopback_queue = None
         if lb is not None:
             lb.stop()
 
@@ -232,15 +221,16 @@ class TP(Protocol):
             with self._cache_lock:
                 return dict(self.logical_addr_cache)
         if t == EventType.SET_LOCAL_ADDRESS:
-            self._send_core.local_addr = self._recv_core.local_addr = evt.arg
+            self.own_addr = evt.arg
             if self.physical_addr is not None:
                 self.add_physical_address(evt.arg, self.physical_addr)
             self.handle_local_address(evt.arg)
             return None
         if t == EventType.CONNECT:
             self.stack.cluster_name = evt.arg
-            self._tp_header = self._send_core.tp_header = TpHeader(evt.arg)
-            self._cluster_utf = utf_encode(evt.arg)
+            self.dialect = self.stack.dialect
+            self.cluster_utf = utf_encode(evt.arg)
+            self.tp_header = TpHeader(evt.arg)
             return None
         if t in (EventType.VIEW_CHANGE, EventType.TMP_VIEW):
             self.members = list(evt.arg.members or ())
@@ -289,8 +279,8 @@ class TP(Protocol):
 
     # ---- sending ----
 
-    # down_msg: TransportSend adds the TpHeader and src, queues the loopback copy, bundles regular multicasts
-    # and hands everything else to _send_single; these are its slow paths:
+    # down_msg: the core adds the TpHeader and src, queues the loopback copy, bundles regular multicasts, sends
+    # unicasts to known members and hands everything else to _send_single; these are its slow paths:
 
     def _not_connected(self, msg: Message) -> None:
         self._rl.warning("not-connected", "%s: dropped a message sent before connect: %r", self.NAME, msg)
@@ -346,11 +336,8 @@ class TP(Protocol):
 
     # ---- receiving ----
 
-    def receive_datagrams(self, datagrams: list, sources, multicast: bool) -> None:
-        """Called by the socket loops with a batch of datagrams (all multicast, or all unicast): decoded,
-        checked and passed up as one batch by the C core (``self._recv_core``, which the loops may call
-        directly)."""
-        self._recv_core.receive(datagrams, sources, multicast)
+    # receive_datagrams (receive_unicasts, receive_multicasts: the socket loops' handlers): the core decodes a
+    # batch of datagrams, checks it and passes it up as one batch; the rare drops come back here:
 
     def _bad_datagram(self, kind: str, data, source, error: Exception) -> None:
         c = self.counters
@@ -380,14 +367,13 @@ class TP(Protocol):
 
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
-        d["datagrams_received"] += self._recv_core.datagrams_received
-        d["msgs_received"] += self._recv_core.msgs_received
-        d["dropped_malformed_msgs"] = self._recv_core.dropped_malformed_msgs
-        core = self._send_core
-        d["msgs_sent"] += core.msgs_sent
-        d["bytes_sent"] += core.bytes_sent
-        d["loopbacks"] = core.loopbacks
-        d["pairs_sent"] = core.pairs_sent
+        d["datagrams_received"] += self.datagrams_received
+        d["msgs_received"] += self.msgs_received
+        d["dropped_malformed_msgs"] = self.dropped_malformed_msgs
+        d["msgs_sent"] += self.msgs_sent
+        d["bytes_sent"] += self.bytes_sent
+        d["loopbacks"] = self.loopbacks
+        d["pairs_sent"] = self.pairs_sent
         return d
 
 

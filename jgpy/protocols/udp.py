@@ -3,9 +3,10 @@
 Two sockets, as in Java: the multicast socket (bound to mcast_addr:mcast_port, joined to the group on
 bind_addr) receives multicasts and also sends them, so they leave from the group port; the unicast
 socket (bind_addr, ephemeral or bind_port) is the member's physical address. Each socket is read by a
-Cython loop (``jgpy._core.udp.DatagramLoop``: epoll + recvmmsg, GIL released; two threads that relay the
-socket between them when the thread pools are enabled, see ``TP.relay_delivery``) and bundles are sent by
-``jgpy._core.udp.Bundler`` (sendmmsg, GIL released).
+Cython loop (``jgpy._core.recvloop.DatagramLoop``: epoll + recvmmsg, GIL released; two threads that relay the
+socket between them when the thread pools are enabled, see ``TP.relay_delivery`` and ``jgpy._core.relay``),
+bundles are sent by ``jgpy._core.bundler.Bundler`` (sendmmsg, GIL released) and single datagrams by
+``jgpy._core.senders.DatagramSender``. The sockets' errors are logged through the transport's rate-limited log.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import threading
 from typing import Any
 
 from jgpy._core.address import IpAddress
-from jgpy._core.udp import Bundler, DatagramLoop, DatagramSender
+from jgpy._core.bundler import Bundler
+from jgpy._core.recvloop import DatagramLoop
+from jgpy._core.senders import DatagramSender
 from jgpy.errors import ConfigError
 from jgpy.protocols.tp import TP
 from jgpy.stack.events import Event, EventType
@@ -62,9 +65,6 @@ class UDP(TP):
         self._bundler: Bundler | None = None
         self._peer_bundlers: dict[Any, Bundler] = {}     # unicast streams, per member (see unicast_stream_gap_us)
         self._peer_bundlers_lock = threading.Lock()
-        self._ucast_sender: DatagramSender | None = None
-        self._mcast_sender: DatagramSender | None = None
-        self._mcast_dest: tuple | None = None
         self.granted: dict[str, int] = {}
 
     def init(self) -> None:
@@ -91,22 +91,17 @@ class UDP(TP):
         port = self.ucast_sock.getsockname()[1]
         self.physical_addr = IpAddress(bind, port)
         self.mcast_sock = self._multicast_socket(bind, family)
-        self._ucast_sender = DatagramSender(self.ucast_sock)
-        self._mcast_sender = DatagramSender(self.mcast_sock)
-        core = self._send_core            # unicasts to known members are encoded and sent from C
-        core.ucast_sender, core.physical_cache, core.unicast_failed = (self._ucast_sender, self.logical_addr_cache,
-                                                                       self._unicast_failed)
-        self._mcast_dest = (self.mcast_addr, self.mcast_port)
-        core.mcast_sender, core.mcast_dest, core.multicast_failed = (self._mcast_sender, self._mcast_dest,
-                                                                     self._multicast_failed)
+        # the core sends unicasts to known members and sparse multicasts itself, from C
+        self.ucast_sender = DatagramSender(self.ucast_sock)
+        self.mcast_sender = DatagramSender(self.mcast_sock)
+        self.mcast_dest = (self.mcast_addr, self.mcast_port)
         relay = self.thread_pool_enabled and self.relay_delivery     # see TP.relay_delivery
         loop_args = {"batch": self.recv_batch, "coalesce_us": self.recv_coalesce_us, "threads": 2 if relay else 1,
-                     "on_thread": register_relay if relay else None, "relay_gap_us": self.relay_gap_us}
+                     "on_thread": register_relay if relay else None, "relay_gap_us": self.relay_gap_us,
+                     "log": self._rl}
         self._loops = [
-            DatagramLoop(self.ucast_sock, self._recv_core.receive_unicasts,
-                         name=f"jgpy-ucast-{port}", **loop_args),
-            DatagramLoop(self.mcast_sock, self._recv_core.receive_multicasts,
-                         name=f"jgpy-mcast-{port}", **loop_args),
+            DatagramLoop(self.ucast_sock, self.receive_unicasts, name=f"jgpy-ucast-{port}", **loop_args),
+            DatagramLoop(self.mcast_sock, self.receive_multicasts, name=f"jgpy-mcast-{port}", **loop_args),
         ]
         for loop in self._loops:
             loop.start()
@@ -189,13 +184,13 @@ class UDP(TP):
             return
         prefix = self.stack.dialect.list_prefix(None, addr, True)
         self.own_bundle_prefix = prefix
-        self._bundler = Bundler(self.mcast_sock, self._mcast_dest, prefix, b"\x00",
+        self._bundler = Bundler(self.mcast_sock, self.mcast_dest, prefix, b"\x00",
                                 max_size=self.max_bundle_size, max_delay_ms=float(self.max_bundle_timeout),
                                 capacity=self.bundler_ring_size, max_entries=self.bundler_capacity,
-                                name=f"jgpy-bundler-{addr}")
+                                name=f"jgpy-bundler-{addr}", log=self._rl)
         self._bundler.start()
-        self._send_core.bundler = self._bundler
-        self._send_core.make_peer_bundler = self._make_peer_bundler
+        self.bundler = self._bundler
+        self.make_peer_bundler = self._make_peer_bundler
 
     def _make_peer_bundler(self, dest, physical: IpAddress) -> Bundler | None:
         """The bundler of the unicast streams to ``dest`` (called by the send core when it sees one)."""
@@ -205,7 +200,7 @@ class UDP(TP):
         b = Bundler(sock, physical.sockaddr(), self.stack.dialect.list_prefix(dest, me, False), b"\x00",
                     max_size=self.max_bundle_size, max_delay_ms=float(self.max_bundle_timeout),
                     capacity=self.bundler_ring_size, max_entries=self.bundler_capacity,
-                    name=f"jgpy-bundler-{me}-{dest}")
+                    name=f"jgpy-bundler-{me}-{dest}", log=self._rl)
         b.start()
         with self._peer_bundlers_lock:
             old = self._peer_bundlers.pop(dest, None)
@@ -218,7 +213,7 @@ class UDP(TP):
         with self._peer_bundlers_lock:
             gone = [d for d in self._peer_bundlers if keep is None or d not in keep]
             bundlers = [self._peer_bundlers.pop(d) for d in gone]
-        peers = self._send_core.peers
+        peers = self.peers
         for d in [d for d in peers if keep is None or d not in keep]:
             peers.pop(d, None)
         for b in bundlers:
@@ -226,9 +221,7 @@ class UDP(TP):
 
     def stop(self) -> None:
         super().stop()
-        self._ucast_sender = self._mcast_sender = None
-        core = self._send_core
-        core.bundler = core.ucast_sender = core.mcast_sender = core.make_peer_bundler = None
+        self.bundler = self.ucast_sender = self.mcast_sender = self.make_peer_bundler = None
         self.retire_peer_bundlers()
         if self._bundler is not None:
             self._bundler.stop()
@@ -247,11 +240,11 @@ class UDP(TP):
     # ---- sending ----
 
     def send_multicast_datagram(self, data: bytes) -> None:
-        sender = self._mcast_sender
+        sender = self.mcast_sender
         if sender is None:
             return
         try:
-            sender.send(data, self._mcast_dest)
+            sender.send(data, self.mcast_dest)
         except OSError as e:
             self._multicast_failed(e, len(data))
 
@@ -259,7 +252,7 @@ class UDP(TP):
         self._rl.error("mcast-send", "%s: multicast of %d bytes failed: %s", self.local_addr, size, e)
 
     def send_unicast_datagram(self, data: bytes, dest: IpAddress) -> None:
-        sender = self._ucast_sender
+        sender = self.ucast_sender
         if sender is None:
             return
         try:
@@ -290,8 +283,8 @@ class UDP(TP):
             peers = dict(self._peer_bundlers)
         for dest, b in peers.items():
             d[f"bundler-{dest}"] = b.stats
-        d["unicasts_bundled"] = self._send_core.unicasts_bundled
-        d["multicasts_direct"] = self._send_core.multicasts_direct
+        d["unicasts_bundled"] = self.unicasts_bundled
+        d["multicasts_direct"] = self.multicasts_direct
         for loop in self._loops:
             d[loop.name if hasattr(loop, "name") else "loop"] = loop.stats
         return d

@@ -16,8 +16,8 @@ bundle. A request/response exchange then sends no ACK datagram at all. A duplica
 retransmitting) is acked at once.
 
 Windows are the Cython ``AckSenderWindow`` and ``AckReceiverWindow``; the per-message work of both
-directions is C (``UnicastSend`` in ``jgpy/_core/sendpath.pyx``, ``UnicastReceive`` in
-``jgpy/_core/recvpath.pyx``): this module keeps the connections' life cycle, the ACKs to send, the
+directions, the ACK policy and the connection tables are the C core this class derives from (``UnicastCore``,
+``jgpy/_core/unicast.pyx``): this module keeps the connections' life cycle, the ACKs to send, the
 first-seqno handshake, retransmission and logging. Deliverable messages go to the delivery thread in order,
 OOB ones right away.
 
@@ -32,19 +32,16 @@ Their pending ACKs go with them.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
-from jgpy._core.batch import split_by_header
 from jgpy._core.headers import UnicastHeader
 from jgpy._core.message import Message
-from jgpy._core.recvpath import UnicastReceive, UnicastReceiver
-from jgpy._core.sendpath import UnicastConnection, UnicastSend
 from jgpy._core.tables import AckSenderWindow
+from jgpy._core.unicast import UnicastConnection, UnicastCore
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_longs
+from jgpy.stack.properties import CoreProperty, Property, ignored, to_bool, to_int, to_longs
 from jgpy.stack.protocol import UP_HEADER, Protocol
 from jgpy.stack.timer import now_ms
 
@@ -52,12 +49,12 @@ DATA, ACK, SEND_FIRST_SEQNO = UnicastHeader.DATA, UnicastHeader.ACK, UnicastHead
 OOB = Message.OOB
 
 
-class UNICAST(Protocol):
+class UNICAST(UnicastCore, Protocol):
     NAME = "UNICAST"
 
     timeout = Property(to_longs, [400, 800, 1600, 3200], "retransmission schedule of unacked messages (ms); "
                        "the last value repeats")
-    max_msg_batch_size = Property(to_int, 500, "max messages removed from a receive window in one go")
+    max_msg_batch_size = CoreProperty(to_int, 500, "max messages removed from a receive window in one go")
     max_retransmit_time = Property(to_int, 60000, "ms after which a connection to a non-member is dropped "
                                    "(0: never)")
     immediate_ack = Property(to_bool, False, "ack as soon as a message is in the receive window (jgpy acks on "
@@ -68,14 +65,14 @@ class UNICAST(Protocol):
     ack_delay = Property(to_int, 40, "jgpy: ms an ACK may wait to cover the messages that follow it, or to "
                          "travel with a message we send to its sender (0: ack every received batch at once, as "
                          "2.12); at most a tenth of the first timeout")
-    ack_threshold = Property(to_int, 64, "jgpy: unacknowledged messages from one sender that are acked at "
-                             "once, without waiting for ack_delay")
-    max_nonmember_connections = Property(to_int, 64, "jgpy: receive windows, and send windows, kept for peers "
-                                         "that are not in the view (joiners, other partitions, strangers): the "
-                                         "least recently used goes beyond (0: no limit)")
-    nonmember_window = Property(to_int, 8, "jgpy: seqnos ahead of the next one to deliver that the receive window "
-                                "of a peer not in the view takes (later ones are dropped unacked, so the "
-                                "sender retransmits them)")
+    ack_threshold = CoreProperty(to_int, 64, "jgpy: unacknowledged messages from one sender that are acked at "
+                                 "once, without waiting for ack_delay")
+    max_nonmember_connections = CoreProperty(to_int, 64, "jgpy: receive windows, and send windows, kept for peers "
+                                             "that are not in the view (joiners, other partitions, strangers): the "
+                                             "least recently used goes beyond (0: no limit)")
+    nonmember_window = CoreProperty(to_int, 8, "jgpy: seqnos ahead of the next one to deliver that the receive "
+                                    "window of a peer not in the view takes (later ones are dropped unacked, so the "
+                                    "sender retransmits them)")
 
     IGNORED_PROPERTIES = {
         "segment_capacity": ignored("jgpy's receive window grows as needed"),
@@ -84,55 +81,46 @@ class UNICAST(Protocol):
         "eager_lock_release": ignored("deprecated in 2.12"),
     }
 
+    # the core's fields (jgpy/_core/unicast.pxd), guarded by `lock`: send_table (dest -> UnicastConnection),
+    # recv_table (sender -> UnicastReceiver), pending_acks (sender -> [highest seqno to ack, messages it covers]; a
+    # regular message to that sender takes it along), nonmembers, member_set; started, ack_delay_ms (the effective
+    # ack_delay), ack_task (the timer task that sends the delayed ACKs), counters
+
     def __init__(self) -> None:
         super().__init__()
-        self.send_table: dict[Any, UnicastConnection] = {}
-        self.recv_table: dict[Any, UnicastReceiver] = {}
         self.members: list = []
-        self.started = False
         self.disconnected = False
         self._last_conn_id = 0
-        self._lock = threading.Lock()
-        # the send path is the C core (jgpy/_core/sendpath.pyx); it shares send_table and the lock
-        self._send = UnicastSend(self, self.id, self.send_table, self._lock, self._new_connection, self._not_started)
-        self.down_msg = self._send.down_msg
         self._xmit_task = None
-        self._pending_acks: dict[Any, list] = {}   # sender -> [highest seqno to ack, messages it covers]
-        self._recv = UnicastReceive(self.id, self.recv_table, self.send_table, self._pending_acks)
-        self._send.pending_acks = self._pending_acks   # a regular message to X takes X's pending ACK along
-        self._ack_task = None                      # the timer task that sends the delayed ACKs
-        self._ack_delay_ms = 0
         self._rl = RateLimitedLog(self.log)
         self.counters = dict.fromkeys(("acks_sent", "xmits", "first_seqno_requests_sent",
                                        "first_seqno_requests_received", "acks_delayed", "nonmember_sends_evicted",
                                        "nonmembers_expired", "events_failed"), 0)
-        self._member_set: frozenset = frozenset()
         self._nonmember_sends: dict = {}           # dest -> None: send connections to non-members, oldest first
 
     def start(self) -> None:
-        self.started = self._send.started = True
-        self._send.prot_id = self._recv.prot_id = self.id
+        self.started = True
+        self.delivery = self.stack.delivery
         self.disconnected = False
         tick = self.xmit_tick or max(20, min(self.timeout) // 4)
         self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "UNICAST xmit")
-        self._ack_delay_ms = max(0, min(self.ack_delay, self.timeout[0] // 10 if self.timeout else 0))
-        self._recv.delay_acks, self._recv.ack_threshold = self._ack_delay_ms > 0, self.ack_threshold
-        self._recv.max_nonmembers, self._recv.nonmember_window = self.max_nonmember_connections, self.nonmember_window
+        self.ack_delay_ms = max(0, min(self.ack_delay, self.timeout[0] // 10 if self.timeout else 0))
 
     def stop(self) -> None:
-        self.started = self._send.started = False
+        self.started = False
+        self.delivery = None
         if self._xmit_task is not None:
             self._xmit_task.cancel()
             self._xmit_task = None
-        with self._lock:
-            self._pending_acks.clear()
-            if self._ack_task is not None:
-                self._ack_task.cancel()
-                self._ack_task = None
+        with self.lock:
+            self.pending_acks.clear()
+            if self.ack_task is not None:
+                self.ack_task.cancel()
+                self.ack_task = None
             self.send_table.clear()
             self.recv_table.clear()
             self._nonmember_sends.clear()
-            self._recv.set_members(())
+            self.set_members(())
 
     def _new_conn_id(self) -> int:
         cid = self._last_conn_id
@@ -140,13 +128,13 @@ class UNICAST(Protocol):
         return cid
 
     # ---- sending ----
-    # down_msg: UnicastSend numbers the message on its connection, adds the header and keeps it until acked
+    # down_msg: the core numbers the message on its connection, adds the header and keeps it until acked
 
     def _new_connection(self, dest) -> UnicastConnection:
-        """(the send core, lock held) The first message to ``dest``: a new connection. Connections to
+        """(the core, lock held) The first message to ``dest``: a new connection. Connections to
         non-members are capped (``max_nonmember_connections``): the oldest goes, with its unacked messages
         (2.12 keeps them all until max_retransmit_time; made-up senders we answer must not pile them up)."""
-        if dest not in self._member_set:
+        if dest not in self.member_set:
             cap = self.max_nonmember_connections
             while 0 < cap <= len(self._nonmember_sends):
                 old = next(iter(self._nonmember_sends))
@@ -165,7 +153,7 @@ class UNICAST(Protocol):
     def _retransmit_due(self) -> None:
         now = now_ms()
         expired = []
-        with self._lock:
+        with self.lock:
             due = [(dest, e.win.due(now)) for dest, e in self.send_table.items()]
             if self.max_retransmit_time > 0:
                 t = time.monotonic()
@@ -174,8 +162,8 @@ class UNICAST(Protocol):
                 for d in expired:
                     del self.send_table[d]
                     del self._nonmember_sends[d]
-                    self._recv.forget(d)
-                idle = self._recv.expire_nonmembers(self.max_retransmit_time / 1000)
+                    self.forget(d)
+                idle = self.expire_nonmembers(self.max_retransmit_time / 1000)
                 self.counters["nonmembers_expired"] += len(idle)
         for dest, msgs in due:
             for _seq, msg in msgs:
@@ -189,28 +177,12 @@ class UNICAST(Protocol):
     def up_needs(self) -> int:
         return UP_HEADER
 
-    def up_batch(self, msgs: list) -> None:
-        mine, rest = split_by_header(msgs, self.id)
-        if mine:
-            ex = self.stack.delivery
-            run = False
-            with self._lock:                     # hand-overs in the order the runs were removed
-                deliver, oob, acks, events = self._recv.process(mine, rest, self.max_msg_batch_size)
-                if self._pending_acks and self._ack_task is None:
-                    self._ack_task = self.timer.schedule(self._ack_delay_ms, self._send_delayed_acks,
-                                                         "UNICAST delayed acks")
-                if deliver and ex is not None:
-                    run = ex.enqueue(self.up_prot.up_batch, deliver)
-            if events is not None:
-                self._handle_events(events)
-            for sender, seq in acks:             # before the delivery (JGRP-713: no needless retransmissions)
-                self._send_ack(sender, seq)
-            if oob:
-                self.up_prot.up_batch(oob)
-            if run:                              # this thread delivers (not under the lock)
-                ex.run_pending()
-        if rest:
-            self.up_prot.up_batch(rest)
+    # up_batch: the core fills the windows, applies the ACKs, decides which ACKs go now and hands the deliverable
+    # runs over in order; these are its calls back:
+
+    def _schedule_delayed_acks(self) -> None:
+        """(the core, lock held) ACKs wait in pending_acks: send them in ack_delay_ms."""
+        self.ack_task = self.timer.schedule(self.ack_delay_ms, self._send_delayed_acks, "UNICAST delayed acks")
 
     def _handle_events(self, events: list) -> None:
         """What the receive core left to the protocol: unknown connections, first-seqno requests, bad
@@ -234,17 +206,17 @@ class UNICAST(Protocol):
                 self._rl.exception("event-failed", "%s: failed handling %s from %s", self.local_addr, what, sender)
 
     def _send_delayed_acks(self) -> None:
-        with self._lock:
-            due = list(self._pending_acks.items())
-            self._pending_acks.clear()
-            self._ack_task = None
+        with self.lock:
+            due = list(self.pending_acks.items())
+            self.pending_acks.clear()
+            self.ack_task = None
         self.counters["acks_delayed"] += len(due)
         for sender, (seq, _count) in due:
             self._send_ack(sender, seq)
 
     def _resend_first(self, sender) -> None:
         self.counters["first_seqno_requests_received"] += 1
-        with self._lock:
+        with self.lock:
             entry = self.send_table.get(sender)
             lowest = entry.win.lowest() if entry is not None else None
         if lowest is None:
@@ -277,16 +249,16 @@ class UNICAST(Protocol):
         t = evt.type
         if t == EventType.VIEW_CHANGE:
             self.members = list(evt.arg.members or ())
-            self._member_set = frozenset(self.members)
-            with self._lock:
+            keep = frozenset(self.members)
+            with self.lock:
                 # what we delivered from a member that left is acked before its window goes (2.12 acks at once,
                 # so its sender never waits for an ACK that went with the window and retransmits to us)
-                owed = [(a, p[0]) for a, p in self._pending_acks.items() if a not in self._member_set]
-                for table in (self.send_table, self.recv_table, self._pending_acks):
-                    for addr in [a for a in table if a not in self._member_set]:
+                owed = [(a, p[0]) for a, p in self.pending_acks.items() if a not in keep]
+                for table in (self.send_table, self.recv_table, self.pending_acks):
+                    for addr in [a for a in table if a not in keep]:
                         del table[addr]
                 self._nonmember_sends.clear()
-                self._recv.set_members(self._member_set)
+                self.set_members(keep)
             for sender, seq in owed:
                 self._send_ack(sender, seq)
         elif t == EventType.CONNECT:
@@ -298,16 +270,13 @@ class UNICAST(Protocol):
 
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
-        r = self._recv
-        d.update(msgs_sent=self._send.msgs_sent, acks_piggybacked=self._send.acks_piggybacked,
-                 msgs_received=r.msgs_received, acks_received=r.acks_received,
-                 duplicates=r.duplicates, dropped_unknown_conn=r.dropped_unknown_conn,
-                 dropped_bad_seqno=r.dropped_bad_seqno, dropped_nonmember_window=r.dropped_nonmember_window,
-                 nonmembers_evicted=r.nonmembers_evicted)
-        with self._lock:
+        for k in ("msgs_sent", "acks_piggybacked", "msgs_received", "acks_received", "duplicates",
+                  "dropped_unknown_conn", "dropped_bad_seqno", "dropped_nonmember_window", "nonmembers_evicted"):
+            d[k] = getattr(self, k)
+        with self.lock:
             d["unacked"] = sum(e.win.size for e in self.send_table.values())
             d["in_recv_windows"] = sum(r.win.size for r in self.recv_table.values())
             d["connections"] = sorted({str(a) for a in self.send_table} | {str(a) for a in self.recv_table})
-            d["nonmember_recv_windows"] = len(self._recv.nonmembers)
+            d["nonmember_recv_windows"] = len(self.nonmembers)
             d["nonmember_send_windows"] = len(self._nonmember_sends)
         return d

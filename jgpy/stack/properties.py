@@ -91,6 +91,26 @@ class Property:
         return list(self.default) if isinstance(self.default, list) else self.default
 
 
+class CoreProperty(Property):
+    """A property whose value lives in the typed field of the same name of the C core the protocol class derives
+    from (e.g. ``NAKACK(NakackCore, Protocol)``): the core reads it in C, and there is no second copy to keep in
+    step. Reads and writes go to that field (a data descriptor); the default is set there by
+    ``Protocol.__init__``."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        super().__set_name__(owner, name)
+        field = next((vars(base)[name] for base in owner.__mro__[1:] if name in vars(base)), None)
+        if not hasattr(type(field), "__set__"):
+            raise TypeError(f"{owner.__name__}.{name}: CoreProperty needs a core field {name!r} in a base class")
+        self.field = field
+
+    def __get__(self, obj, owner=None):
+        return self if obj is None else self.field.__get__(obj, owner)
+
+    def __set__(self, obj, value) -> None:
+        self.field.__set__(obj, value)
+
+
 def ignored(reason: str) -> str:
     """Mark a JGroups property jgpy accepts without acting on it (a warning names the reason)."""
     return reason

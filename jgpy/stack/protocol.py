@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from jgpy._core.batch import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS, split_by_header
+from jgpy._core.batch import split_by_header
+from jgpy._core.upgate import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS
 from jgpy.stack.events import Event, EventType
-from jgpy.stack.properties import Property, properties_of, to_bool
+from jgpy.stack.properties import CoreProperty, Property, properties_of, to_bool
 
 if TYPE_CHECKING:
     from jgpy.stack.stack import ProtocolStack
@@ -37,7 +38,10 @@ class Protocol:
 
     def __init__(self) -> None:
         for prop in properties_of(type(self)).values():      # defaults as instance attributes (fast reads)
-            self.__dict__.setdefault(prop.attr, prop.fresh_default())
+            if isinstance(prop, CoreProperty):
+                setattr(self, prop.attr, prop.fresh_default())   # a field of the protocol's C core
+            else:
+                self.__dict__.setdefault(prop.attr, prop.fresh_default())
         self.up_prot: Protocol | None = None
         self.down_prot: Protocol | None = None
         self.stack: ProtocolStack | None = None
@@ -78,7 +82,7 @@ class Protocol:
         """Which batches :meth:`up_batch` must see: those with a message that carries this protocol's header
         (``UP_HEADER``), with a multicast (``UP_MULTICASTS``), with a unicast (``UP_UNICASTS``); by default
         all of them (``UP_EVERY``). A protocol that needs less promises to pass every other batch up unchanged
-        and without side effects, and the stack lets such batches skip it (``jgpy._core.batch.UpGate``).
+        and without side effects, and the stack lets such batches skip it (``jgpy._core.upgate.UpGate``).
         Asked once, when the stack is built."""
         return UP_EVERY
 

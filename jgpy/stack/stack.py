@@ -16,7 +16,7 @@ import logging
 from typing import Any, Iterable, Mapping
 
 from jgpy._core import jg212
-from jgpy._core.batch import UP_EVERY, UpGate
+from jgpy._core.upgate import UP_EVERY, UpGate
 from jgpy.errors import ConfigError
 from jgpy.stack.config import StackConfig, load_config, resolve_properties
 from jgpy.stack.events import Event

@@ -10,15 +10,13 @@ import heapq
 import itertools
 import logging
 import threading
-import time
 from typing import Callable
+
+from jgpy._core.clock import now_ms
 
 log = logging.getLogger("jgpy.timer")
 
-
-def now_ms() -> float:
-    """Monotonic milliseconds (the clock every timeout and retransmission schedule uses)."""
-    return time.monotonic() * 1000.0
+__all__ = ["Task", "TimeScheduler", "now_ms"]
 
 
 class Task:

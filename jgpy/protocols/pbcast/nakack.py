@@ -8,7 +8,9 @@ an XMIT_RSP unicast. STABLE's stability digests purge what everybody has, and al
 retransmission when a sender's last message was lost (seed 000, "Last message dropped in NAKACK").
 
 Threads: windows are filled on the receive threads; deliverable messages are handed, in order, to the
-channel's delivery thread (everything above NAKACK runs there). OOB messages go up right away.
+channel's delivery thread (everything above NAKACK runs there). OOB messages go up right away. The per-message
+work of both directions is the C core this class derives from (``NakackCore``, ``jgpy/_core/nakack.pyx``); the
+windows, the seqno and the counters are its fields.
 
 Bounds (unlike 2.12, which asks for a whole gap at once and answers any requester in full): a window's
 memory follows the messages it holds, not the seqno gap a (spoofed) message opens (see
@@ -22,19 +24,17 @@ create them), so multicasts from strangers are dropped without a trace but a cou
 from __future__ import annotations
 
 import random
-import threading
 import time
 from typing import Any
 
 from jgpy._core.headers import NakAckHeader
 from jgpy._core.message import Message
-from jgpy._core.recvpath import NakackReceive
-from jgpy._core.sendpath import Lock, NakackSend
+from jgpy._core.nakack import NakackCore
 from jgpy._core.tables import NakReceiverWindow
 from jgpy._core.types import Digest
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_longs
+from jgpy.stack.properties import CoreProperty, Property, ignored, to_bool, to_int, to_longs
 from jgpy.stack.protocol import UP_HEADER, Protocol
 from jgpy.stack.timer import now_ms
 
@@ -49,19 +49,19 @@ MAX_FORMER_MEMBERS = 1024
 _PAGED_WINDOW = ignored("jgpy's window is a table of 1024-seqno pages that exist while they hold messages")
 
 
-class NAKACK(Protocol):
+class NAKACK(NakackCore, Protocol):
     NAME = "pbcast.NAKACK"
 
     retransmit_timeout = Property(to_longs, [600, 1200, 2400, 4800], "ms before asking for a missing message "
                                   "again: one value per attempt, the last one repeats")
     gc_lag = Property(to_int, 20, "seqnos garbage collection lags behind stability")
-    max_msg_batch_size = Property(to_int, 20000, "max messages removed from a window in one go")
+    max_msg_batch_size = CoreProperty(to_int, 20000, "max messages removed from a window in one go")
     use_mcast_xmit = Property(to_bool, True, "answer a retransmission request by multicasting the message")
     use_mcast_xmit_req = Property(to_bool, False, "multicast retransmission requests")
     xmit_from_random_member = Property(to_bool, False, "ask a random member (not the sender) for missing messages")
     exponential_backoff = Property(to_int, 0, "if > 0: retransmission schedule starts here and doubles (max 15 s)")
-    discard_delivered_msgs = Property(to_bool, False, "drop other members' messages once delivered (they can "
-                                      "then only be retransmitted by their sender)")
+    discard_delivered_msgs = CoreProperty(to_bool, False, "drop other members' messages once delivered (they can "
+                                          "then only be retransmitted by their sender)")
     log_discard_msgs = Property(to_bool, True, "log messages dropped because the sender is not a member")
     log_not_found_msgs = Property(to_bool, True, "log retransmission requests for messages we no longer have")
     xmit_history_max_size = Property(to_int, 50, "retransmission history kept for diagnostics")
@@ -88,25 +88,16 @@ class NAKACK(Protocol):
         "stats_list_size": ignored("deprecated in 2.12"),
     }
 
+    # the core's fields (jgpy/_core/nakack.pxd): windows (sender -> NakReceiverWindow, ours included), processed
+    # (sender -> (window, highest seqno of that window the layers above have finished processing): the handed-over
+    # batches update it on the delivery thread once they are through, for GET_DELIVERED_DIGEST), seqno (of our
+    # last multicast, under seqno_lock), lock (orders the hand-overs), running, is_server, own_addr, counters
+
     def __init__(self) -> None:
         super().__init__()
-        self.windows: dict[Any, NakReceiverWindow] = {}
-        self._seqno_lock = Lock()
-        # the send path is the C core NakackSend (jgpy/_core/sendpath.pyx): it numbers our multicasts under
-        # _seqno_lock and keeps them in our own window of `windows` (the same dict)
-        self._send = NakackSend(self, 0, self.windows, self._seqno_lock, self._cannot_send)
-        self.down_msg = self._send.down_msg
-        self._recv = NakackReceive(0, self.windows)
-        self._null_senders_seen = 0
         self.members: list = []
         self.view = None
-        self.is_server = False
         self.leaving = False
-        self.running = False
-        self._deliver_lock = threading.Lock()
-        # sender -> (window, highest seqno of that window the layers above have finished processing): the
-        # handed-over batches update it on the delivery thread once they are through (GET_DELIVERED_DIGEST)
-        self._processed: dict = {}
         self._xmit_task = None
         self._rl = RateLimitedLog(self.log)
         self.counters = dict.fromkeys(
@@ -124,20 +115,10 @@ class NAKACK(Protocol):
         if not self.retransmit_timeout:
             self.retransmit_timeout = [600, 1200, 2400, 4800]
 
-    @property
-    def seqno(self) -> int:
-        """The seqno of our last multicast."""
-        return self._send.seqno
-
-    @seqno.setter
-    def seqno(self, value: int) -> None:
-        self._send.seqno = value
-
     def start(self) -> None:
-        self.running = self._send.running = True
-        self._send.prot_id = self.id
-        self._recv.prot_id = self.id
-        self._send.local_addr = self.local_addr
+        self.running = True
+        self.own_addr = self.local_addr
+        self.delivery = self.stack.delivery
         self.leaving = False
         tick = self.xmit_tick or max(20, min(self.retransmit_timeout) // 4)
         if self.exponential_backoff > 0:
@@ -145,19 +126,20 @@ class NAKACK(Protocol):
         self._xmit_task = self.timer.schedule_with_fixed_delay(tick, tick, self._retransmit_due, "NAKACK xmit")
 
     def stop(self) -> None:
-        self.running = self._send.running = False
+        self.running = False
+        self.delivery = None
         if self._xmit_task is not None:
             self._xmit_task.cancel()
             self._xmit_task = None
         self._reset()
 
     def _reset(self) -> None:
-        with self._seqno_lock:
+        with self.seqno_lock:
             self.seqno = 0
         for w in self.windows.values():
             w.destroy()
-        self.windows.clear()                   # (the send core holds this dict)
-        self._processed = {}
+        self.windows.clear()
+        self.processed.clear()
         self.is_server = False
 
     def _new_window(self, highest_delivered: int, low: int) -> NakReceiverWindow:
@@ -165,7 +147,7 @@ class NAKACK(Protocol):
 
     # ---- sending ----
 
-    # down_msg: NakackSend (multicasts get the next seqno and the header and stay in our window until stable)
+    # down_msg: the core (multicasts get the next seqno and the header and stay in our window until stable)
 
     def _cannot_send(self, msg: Message, reason: str) -> None:
         if reason == "not-running":
@@ -179,18 +161,11 @@ class NAKACK(Protocol):
     def up_needs(self) -> int:
         return UP_HEADER
 
-    def up_batch(self, msgs: list) -> None:
-        mine, rest = self.split_mine(msgs)
-        if mine:
-            self._handle(mine)
-        if rest:
-            self.up_prot.up_batch(rest)
+    # up_batch: the core classifies the batch, fills the windows and hands the deliverable runs over in order;
+    # these are its calls back:
 
-    def _handle(self, msgs: list) -> None:
-        # the per-message work is the C core NakackReceive (jgpy/_core/recvpath.pyx)
-        data, control, unreliable = self._recv.classify(msgs, self.is_server)
-        for msg in unreliable:
-            self.up_prot.up_batch([msg])
+    def _handle_control(self, control: list) -> None:
+        """XMIT_REQs (and headers of unknown types) of a received batch."""
         for msg, hdr in control:
             try:
                 if hdr.type == XMIT_REQ:
@@ -204,41 +179,19 @@ class NAKACK(Protocol):
                 self.counters["control_failed"] += 1
                 self._rl.exception("control-failed", "%s: failed handling a NAKACK message from %s",
                                    self.local_addr, msg.src)
-        if self._recv.dropped_null_sender != self._null_senders_seen:
-            self._null_senders_seen = self._recv.dropped_null_sender
-            self._rl.error("null-sender", "dropped multicasts without a sender (%d so far)", self._null_senders_seen)
-        if data:
-            self._handle_messages(data)
 
-    def _handle_messages(self, data: dict) -> None:
+    def _null_senders(self, count: int) -> None:
+        self._rl.error("null-sender", "dropped multicasts without a sender (%d so far)", count)
+
+    def _report_dropped(self, no_window: list, bad: list) -> None:
+        """Messages of senders without a window, and seqnos a window refused."""
         me = self.local_addr
-        ex = self.stack.delivery
-        run = False
-        with self._deliver_lock:                 # hand-overs in the order the runs were removed
-            deliver, marks, oob_up, no_window, bad = self._recv.process(
-                data, me, self.discard_delivered_msgs, self.max_msg_batch_size, now_ms())
-            if (deliver or marks) and ex is not None:
-                run = ex.enqueue(self._deliver, deliver, marks)
         for sender, n in no_window:
             if not self.leaving and self.log_discard_msgs:
                 self._rl.warning("no-window", "%s: dropped %d message(s) from %s (not in table %s), view=%s",
                                  me, n, sender, list(self.windows), self.view)
         for sender, err in bad:
             self._rl.warning("bad-seqno", "%s: dropped a message from %s: %s", me, sender, err)
-        if oob_up:
-            self.up_prot.up_batch(oob_up)
-        if run:                                  # this thread delivers (not under the lock)
-            ex.run_pending()
-
-    def _deliver(self, msgs: list, marks: list) -> None:
-        """On the delivery thread: pass a handed-over batch up, then record how far it got."""
-        try:
-            if msgs:
-                self.up_prot.up_batch(msgs)
-        finally:
-            processed = self._processed
-            for sender, win, hd in marks:
-                processed[sender] = (win, hd)
 
     # ---- retransmission ----
 
@@ -325,7 +278,7 @@ class NAKACK(Protocol):
         included) have finished processing, not what was handed to the delivery thread: state transfer
         sends this digest with a state taken on the delivery thread, so digest and state agree."""
         d = Digest()
-        processed = self._processed
+        processed = self.processed
         for sender, win in list(self.windows.items()):
             low, hd, hr = win.digest()
             p = processed.get(sender)
@@ -337,7 +290,7 @@ class NAKACK(Protocol):
     def _install_window(self, sender, hd: int, low: int) -> None:
         win = self._new_window(hd, low)
         self.windows[sender] = win
-        self._processed[sender] = (win, hd)
+        self.processed[sender] = (win, hd)
 
     def set_digest(self, digest: Digest, merge: bool) -> None:
         if digest is None:
@@ -359,7 +312,7 @@ class NAKACK(Protocol):
                 del self.windows[sender]
                 win.destroy()
                 if sender == me:                       # JGRP-1251 (never reached: own entry is skipped above)
-                    with self._seqno_lock:
+                    with self.seqno_lock:
                         self.seqno = hd
             self._install_window(sender, hd, low)
 
@@ -369,7 +322,7 @@ class NAKACK(Protocol):
         me = self.local_addr
         # under the delivery lock: a batch is handed over either before the windows are replaced (then it is
         # queued before anything the caller submits to the delivery thread afterwards) or not at all
-        with self._deliver_lock:
+        with self.lock:
             for sender, low, hd, _hr in digest.entries():
                 if sender is None:
                     continue
@@ -377,7 +330,7 @@ class NAKACK(Protocol):
                 if win is not None:
                     if sender == me:
                         win.set_highest_delivered(hd)
-                        self._processed[sender] = (win, hd)
+                        self.processed[sender] = (win, hd)
                         continue
                     del self.windows[sender]
                     win.destroy()
@@ -409,7 +362,7 @@ class NAKACK(Protocol):
             self.stable(evt.arg)
             return None
         if t == EventType.SET_LOCAL_ADDRESS:
-            self._send.local_addr = evt.arg
+            self.own_addr = evt.arg
         if t == EventType.GET_DIGEST:
             return self.get_digest()
         if t == EventType.GET_DELIVERED_DIGEST:
@@ -435,7 +388,7 @@ class NAKACK(Protocol):
             for sender in list(self.windows):
                 if sender not in self.members and sender != me:
                     self.windows.pop(sender).destroy()
-                    self._processed.pop(sender, None)
+                    self.processed.pop(sender, None)
             self.is_server = True
         elif t == EventType.BECOME_SERVER:
             self.is_server = True
@@ -465,11 +418,10 @@ class NAKACK(Protocol):
 
     def dump_stats(self) -> dict[str, Any]:
         d = dict(self.counters)
-        d["msgs_sent"] = self._send.msgs_sent
-        r = self._recv
-        for k in ("msgs_received", "msgs_delivered", "oob_delivered", "xmit_rsps_received", "dropped_not_server",
-                  "dropped_no_window", "dropped_duplicate", "dropped_bad_seqno", "dropped_null_sender"):
-            d[k] = getattr(r, k)
+        for k in ("msgs_sent", "msgs_received", "msgs_delivered", "oob_delivered", "xmit_rsps_received",
+                  "dropped_not_server", "dropped_no_window", "dropped_duplicate", "dropped_bad_seqno",
+                  "dropped_null_sender"):
+            d[k] = getattr(self, k)
         d["windows"] = {str(a): w.digest() for a, w in list(self.windows.items())}
         d["seqno"] = self.seqno
         return d

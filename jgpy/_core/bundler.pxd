@@ -1,42 +1,11 @@
-# Declarations of the UDP core shared with other extensions (the send path adds entries to the Bundler
-# with a C call). The implementation and the documentation are in udp.pyx.
+# Declarations of the Bundler (bundler.pyx) shared with other modules: the transport's send core adds entries
+# with a C call.
 from libc.stdint cimport uint32_t, uint64_t
 from posix.uio cimport iovec
-from posix.time cimport timespec
 from posix.types cimport clockid_t
+from posix.time cimport timespec
 
-
-cdef extern from "<sys/socket.h>" nogil:
-    ctypedef unsigned int socklen_t
-    ctypedef unsigned short sa_family_t
-
-    struct sockaddr:
-        sa_family_t sa_family
-
-    struct sockaddr_storage:
-        sa_family_t ss_family
-
-    struct msghdr:
-        void* msg_name
-        socklen_t msg_namelen
-        iovec* msg_iov
-        size_t msg_iovlen
-        void* msg_control
-        size_t msg_controllen
-        int msg_flags
-
-    struct mmsghdr:
-        msghdr msg_hdr
-        unsigned int msg_len
-
-    int recvmmsg(int fd, mmsghdr* vmessages, unsigned int vlen, int flags, timespec* tmo)
-    int sendmmsg(int fd, mmsghdr* vmessages, unsigned int vlen, int flags)
-
-    enum:
-        AF_INET
-        AF_INET6
-        MSG_DONTWAIT
-        MSG_TRUNC
+from jgpy._core.sockets cimport mmsghdr, sockaddr_storage, socklen_t
 
 
 cdef extern from "<pthread.h>" nogil:
@@ -61,11 +30,6 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abstime)
     int pthread_cond_signal(pthread_cond_t* c)
     int pthread_cond_broadcast(pthread_cond_t* c)
-
-
-cdef struct _RateLimit:
-    uint64_t last_ns      # when the last line was logged (0: never)
-    uint64_t suppressed   # lines not logged since then
 
 
 cdef class Bundler:
@@ -123,7 +87,7 @@ cdef class Bundler:
     cdef uint64_t* _dg_len
     cdef uint64_t* _dg_cnt
     cdef int* _dg_state
-    cdef _RateLimit _rl
+    cdef object _log                  # RateLimitedLog (or None: errors are only counted)
 
     cdef int add_raw(self, const char* data, size_t n) except -1
     cdef int _check_ready(self) except -1
@@ -158,12 +122,3 @@ cdef class Bundler:
         self._dg_len[ndg[0]] = length
         self._dg_cnt[ndg[0]] = cnt
         ndg[0] += 1
-
-
-cdef class DatagramSender:
-    cdef object _sock
-    cdef int _fd
-    cdef dict _addrs        # dest key -> bytes holding a sockaddr_storage + length
-
-    cdef bytes _addr_of(self, object dest)
-    cdef Py_ssize_t send_raw(self, const char* buf, size_t n, object dest) except -1

@@ -1,0 +1,51 @@
+# cython: language_level=3
+"""What NAKACK's and UNICAST's cores share: windows behind one lock, and the hand-over of what a received batch
+makes deliverable to the delivery executor in the order the windows released it.
+
+:meth:`OrderedCore.receive_ordered` is that sequence, once for both: under ``lock`` the batch goes into the
+windows and the deliverable run is queued on the executor (``SerialCore.enqueue``: so the queue keeps the
+windows' order); after the lock, what the batch asks of the protocol (retransmission requests, ACKs, logging),
+the OOB messages up, and then the queue runs in this thread if it may (relay delivery: ``run_pending``), never
+under a protocol's lock. A core says what its windows make of a batch (``_add``) and what it does after the
+lock (``_after``).
+"""
+
+from jgpy._core.serial cimport SerialCore
+from jgpy._core.sync cimport Lock
+
+
+cdef class Arrival:
+    """What one received batch made of a core's windows (one per call: several threads receive at once)."""
+
+
+cdef class OrderedCore(ProtocolCore):
+    """Base of the cores of NAKACK and UNICAST: ``lock`` and the ordered hand-over (see the module doc)."""
+
+    def __cinit__(self):
+        self.lock = Lock()
+
+    cdef int receive_ordered(self, object batch) except -1:
+        cdef Arrival a
+        cdef bint run = False
+        cdef SerialCore ex = self.delivery
+        self.lock.take()
+        try:
+            a = self._add(batch)
+            if a.fn is not None and ex is not None:
+                run = ex._enqueue(a.fn, a.args)
+        finally:
+            self.lock.give()
+        try:
+            self._after(a)
+            if a.oob:
+                self.up_prot.up_batch(a.oob)
+        finally:
+            if run:                       # what we queued must not wait for a thread nobody wakes
+                ex._run_pending()
+        return 0
+
+    cdef Arrival _add(self, object batch):
+        raise NotImplementedError
+
+    cdef int _after(self, Arrival a) except -1:
+        return 0
