@@ -28,9 +28,10 @@ TARGET_ARCH = os.environ.get("JGPY_TARGET_ARCH") or platform.machine()
 
 
 def generate_dialect():
-    """Write the Cython generated from the dialect spec (jgpy/_core/codegen.py: headers.pxd/.pyx, _codecs212.pxi)
-    before the extensions are listed and cythonized. jgpy cannot be imported before it is built, so the directory
-    is loaded as a package of its own; files whose text is unchanged are left alone (nothing recompiles)."""
+    """Write the Cython generated from the dialect spec (jgpy/_core/codegen.py: headers.pxd/.pyx/.pyi and
+    _codecs212.pxi) before the extensions are listed and cythonized. jgpy cannot be imported before it is built,
+    so the directory is loaded as a package of its own; files whose text is unchanged are left alone (nothing
+    recompiles)."""
     pkg = types.ModuleType("_jgpy_codegen")
     pkg.__path__ = [str(CORE)]
     sys.modules.setdefault("_jgpy_codegen", pkg)

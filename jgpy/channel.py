@@ -372,8 +372,10 @@ class Channel:
                 except UnicodeEncodeError:
                     raise ValueError("a str payload travels as a Java String, which keeps only the low 8 bits of "
                                      "each char: this text is not Latin-1; send bytes (text.encode()) instead") from None
-                payload = self.stack.dialect.object_to_buffer(payload)
-            msg = Message(dest_or_msg, payload, self.address, OOB if oob else 0)
+                data: bytes | bytearray | memoryview | None = self.stack.dialect.object_to_buffer(payload)
+            else:
+                data = payload
+            msg = Message(dest_or_msg, data, self.address, OOB if oob else 0)
         if flags:
             msg.flags |= flags
         self._down_msg(msg)

@@ -21,7 +21,7 @@ def test_the_graph_holds_the_cython_modules_and_their_imports():
     edges = [("jgpy._core.jg212", "jgpy._core.wire"),               # cimport
              ("jgpy._core.jg212", "jgpy._core.address"),            # a parenthesised cimport over several lines
              ("jgpy._core.jg212", "jgpy._core.message"),            # from jgpy._core import message as ...
-             ("jgpy._core.sendpath", "jgpy._core.udp"),             # a .pyx cimporting from a .pxd
+             ("jgpy._core.transport", "jgpy._core.bundler"),        # a .pyx cimporting from a .pxd
              ("jgpy._core.wire", "jgpy.errors"),                    # a .pyx importing a Python module
              ("jgpy.stack.stack", "jgpy._core.jg212")]              # a .py importing a compiled module
     for importer, imported in edges:

@@ -107,7 +107,7 @@ def test_the_sdist_holds_the_sources(dist):
     with tarfile.open(dist.sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
     assert {"pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "scripts/build_wheel.py"} <= names
-    generated = {"headers.pyx", "headers.pxd", "_codecs212.pxi"}          # from the dialect spec at build time
+    generated = {"headers.pyx", "headers.pxd", "headers.pyi", "_codecs212.pxi"}   # from the dialect spec at build
     for mod in MODULES:
         assert (f"jgpy/_core/{mod}.pyx" in names) != (f"{mod}.pyx" in generated), mod
         assert f"jgpy/_core/{mod}.c" not in names                    # generated at build time (Cython)

@@ -142,6 +142,14 @@ NAKACK_EXTRA = '''
     def xmit_rsp(long long seqno):
         return NakAckHeader(3, seqno)
 '''
+NAKACK_EXTRA_STUB = '''
+    @staticmethod
+    def msg(seqno: int) -> NakAckHeader: ...
+    @staticmethod
+    def xmit_req(low: int, high: int, original_sender: Address | None) -> NakAckHeader: ...
+    @staticmethod
+    def xmit_rsp(seqno: int) -> NakAckHeader: ...
+'''
 
 REQUEST_CORRELATOR = HeaderClass(
     "RequestCorrelatorHeader", 71, "blocks.RequestCorrelator$Header", ("blocks.RequestCorrelator",),
@@ -159,7 +167,7 @@ HEADERS = (
     HeaderClass(
         "NakAckHeader", 25, "protocols.pbcast.NakAckHeader", ("pbcast.NAKACK",),
         doc="pbcast.NAKACK: seqno of a multicast, or a retransmission request",
-        types={"MSG": 1, "XMIT_REQ": 2, "XMIT_RSP": 3}, extra=NAKACK_EXTRA, fields=(
+        types={"MSG": 1, "XMIT_REQ": 2, "XMIT_RSP": 3}, extra=NAKACK_EXTRA, extra_stub=NAKACK_EXTRA_STUB, fields=(
             F("type", BYTE, 1),
             F("seqno", LONG, -1, when("MSG", "XMIT_RSP"), doc="-1 (Java's default) when the type carries none"),
             F("range", opt(RANGE), None, when("XMIT_REQ"), doc="Range, for XMIT_REQ"),

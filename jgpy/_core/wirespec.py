@@ -199,7 +199,7 @@ class HeaderClass:
     it (``java_size``: ``{type name: size}``, ``None`` for every other type).
 
     ``base``: the header class it extends (its fields come first). ``extra``: Cython source pasted into the class
-    (helper constructors)."""
+    (helper constructors), ``extra_stub``: their signatures for the class's type stub."""
 
     name: str
     magic: int
@@ -211,6 +211,7 @@ class HeaderClass:
     base: "HeaderClass | None" = None
     java_size: dict | None = None
     extra: str = ""
+    extra_stub: str = ""
 
     @property
     def all_fields(self) -> tuple[Field, ...]:
