@@ -77,7 +77,8 @@ test-quick: build typecheck lint-imports
 
 # mypy, strict, on the public modules and the .pyi stubs (pyproject.toml), and stubtest: each stub against its
 # compiled module (a name, parameter or default that differs fails)
-STUBBED := $(patsubst jgpy/_core/%.pyi,jgpy._core.%,$(wildcard jgpy/_core/*.pyi))
+# (listed when the recipe runs: the build generates headers.pyi)
+STUBBED = $(patsubst jgpy/_core/%.pyi,jgpy._core.%,$(wildcard jgpy/_core/*.pyi))
 typecheck: build
 	$(VPY) -m mypy
 	$(VPY) -m mypy.stubtest --concise --mypy-config-file pyproject.toml \
