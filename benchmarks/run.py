@@ -288,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
                 md_sections += ["## Checker scale run (`benchmarks/checker_scale.py`)", "", *generic_table(ck), ""]
         else:
             progress("benchmarks/checker_scale.py does not exist yet: skipped")
+    soak = importlib.import_module("benchmarks.soak").soak_section()
+    if soak:                                   # the latest `make soak` runs (benchmarks/SOAK.md), not re-run here
+        md_sections += [soak]
     env["seconds"] = time.time() - started
     record["failures"] = failures
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

@@ -266,7 +266,8 @@ class Soak:
         kinds = {}
         for f in self.faults:
             kinds[f["fault"]] = kinds.get(f["fault"], 0) + 1
-        lines = [f"## Soak {time.strftime('%Y-%m-%d %H:%M')}: {self.args.minutes} min, members {self.args.members}",
+        lines = [f"### {time.strftime('%Y-%m-%d %H:%M')}: {self.args.minutes:g} min, members {self.args.members}, "
+                 f"{self.args.rate:g} multicasts/s per member, seed {self.args.seed}",
                  "",
                  f"- deliveries checked: {deliveries:,} ({res.rows:,} journal rows, {len(res.stats['members'])} "
                  f"member incarnations); checker {res.seconds:.0f} s",
@@ -280,7 +281,39 @@ class Soak:
         (self.run_dir / "soak.md").write_text(text)
         (self.run_dir / "faults.json").write_text(json.dumps(self.faults, indent=1))
         print(text, flush=True)
+        if not self.args.no_write:
+            publish(text)
         return 0 if res.ok and settled else 1
+
+
+def publish(text: str, keep: int = 6) -> None:
+    """Put a run's summary at the top of ``benchmarks/SOAK.md`` (the last ``keep`` runs, passed or not) and
+    ``benchmarks/RESULTS.md``'s soak section in step with it (``make bench`` copies the file in as well)."""
+    old = SOAK_MD.read_text().split(RUN_SEP)[1:] if SOAK_MD.exists() else []
+    runs = [text.strip().removeprefix("### ")] + [r.strip() for r in old]
+    SOAK_MD.write_text(SOAK_HEAD + "".join(RUN_SEP + r + "\n" for r in runs[:keep]))
+    results = ROOT / "benchmarks" / "RESULTS.md"
+    if results.exists():
+        md = results.read_text()
+        cut = md.rfind("\nRaw figures:")
+        body, tail = (md[:cut], md[cut:]) if cut >= 0 else (md, "")
+        body = body.split("\n" + SECTION_TITLE)[0].rstrip("\n")
+        results.write_text(body + "\n\n" + soak_section() + tail)
+
+
+SOAK_MD = ROOT / "benchmarks" / "SOAK.md"
+SECTION_TITLE = "## Soak (`make soak`: benchmarks/soak.py)"
+SOAK_HEAD = ("# Soak runs\n\nThe latest runs of `make soak` (benchmarks/soak.py), newest first: a cluster under a "
+             "nemesis (kill -9 and restart, partitions, loss), every delivery journaled and checked by PySpark.\n")
+RUN_SEP = "\n### "
+
+
+def soak_section() -> str:
+    """The soak section of RESULTS.md: the runs of ``benchmarks/SOAK.md``."""
+    if not SOAK_MD.exists():
+        return ""
+    runs = SOAK_MD.read_text().split(RUN_SEP)[1:]
+    return SECTION_TITLE + "\n" + "".join(RUN_SEP + r.rstrip() + "\n" for r in runs) + "\n"
 
 
 def main(argv=None) -> int:
@@ -296,6 +329,7 @@ def main(argv=None) -> int:
     ap.add_argument("--checker-memory", default="8g", help="the checker's Spark driver memory (a window holds one "
                     "stream of one member)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--no-write", action="store_true", help="do not update benchmarks/SOAK.md and RESULTS.md")
     args = ap.parse_args(argv)
     return Soak(args).run()
 

@@ -164,3 +164,23 @@ def test_direct_delivery_tiny():
     assert all(m["median_us"] > 0 for m in out["medians"].values())
     md = "\n".join(out["markdown"])
     assert "| PP | direct |" in md and "jgpy direct / Java direct" in md
+
+
+def test_soak_summaries_reach_soak_md_and_results_md(tmp_path, monkeypatch):
+    """A soak run's summary goes on top of SOAK.md (at most ``keep`` runs) and replaces RESULTS.md's soak
+    section, which stays before the raw-figures line; make bench's section is the same text."""
+    from benchmarks import soak
+    results = tmp_path / "benchmarks" / "RESULTS.md"
+    results.parent.mkdir()
+    results.write_text("# Benchmark results\n\n## Wire codec\n\n| a |\n\nRaw figures: `x.json`.\n")
+    monkeypatch.setattr(soak, "ROOT", tmp_path)
+    monkeypatch.setattr(soak, "SOAK_MD", tmp_path / "benchmarks" / "SOAK.md")
+    for i in range(4):
+        soak.publish(f"### run {i}\n\n- verdict: **PASS**\n", keep=3)
+    runs = soak.SOAK_MD.read_text().split(soak.RUN_SEP)[1:]
+    assert [r.splitlines()[0] for r in runs] == ["run 3", "run 2", "run 1"]
+    md = results.read_text()
+    assert md.count(soak.SECTION_TITLE) == 1 and md.count("## Wire codec") == 1
+    assert md.index("## Wire codec") < md.index(soak.SECTION_TITLE) < md.index("### run 3") < md.index("### run 1")
+    assert md.rstrip().endswith("Raw figures: `x.json`.") and "run 0" not in md
+    assert soak.soak_section() in md

@@ -301,12 +301,12 @@ def test_what_a_non_members_window_holds_is_bounded_and_a_member_is_not_limited(
 
 
 def test_idle_windows_of_non_members_expire_and_a_joiner_becomes_a_member():
-    s = hostile(max_retransmit_time=150, xmit_tick=20)
+    s = hostile(max_retransmit_time=1000, xmit_tick=20)     # idle windows of non-members expire after 1 s
     try:
         x, joiner = UUID.random(), UUID.random()
         s.tp.inject([data(s, x, 1, first=True), data(s, joiner, 1, first=True)])
         s.top.wait_messages(2)                               # a joiner's JOIN_REQ is a non-member's first message
-        time.sleep(0.1)
+        time.sleep(0.6)
         s.tp.inject([data(s, joiner, 2)])                    # the joiner keeps its window alive
         s.install_view([s.local_addr, joiner])               # ... and becomes a member
         assert s.prot.recv_table[joiner].member and s.prot.dump_stats()["nonmember_recv_windows"] == 0
