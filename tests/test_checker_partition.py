@@ -141,3 +141,19 @@ def test_parted_when_either_side_leaves_the_other_out():
     assert not ck._parted("B", r)                               # they never parted: a loss
     ck.views["B"][1] = V(vc="C", vi=2, idx=50, ts_ns=10 * s, members=["B", "C"])
     assert ck._parted("B", r)                                   # B left A out
+
+
+def test_a_member_listed_by_its_uuid_agrees_with_its_name_but_a_different_member_does_not(spark, tmp_path):
+    """A journal that never learned a member's logical name lists it by its UUID: that view agrees with the
+    others (a warning says so); a view that lists another member in its place disagrees."""
+    spec = synth.Spec(**SPEC)
+    unnamed = "6e71cda1-c603-5bfa-512b-4da76f585a4e"
+    for who, name, expect_error in (("unresolved", unnamed, False), ("different", "D", True)):
+        tables = {m: (t.to_pandas(), c) for m, t, c in synth.generate(spec)}
+        df = tables["C"][0]
+        row = (df.view_id == 2) & (df.kind == "view")
+        df.loc[row, "members"] = df.loc[row, "members"].map(lambda ms: [name if x == "B" else x for x in ms])
+        res = check_run(_write(tmp_path, spec, tables, who), spark=spark, options=Options())
+        kinds = {(f.kind, f.severity) for f in res.findings}
+        assert (("disagreeing_view", "error") in kinds) == expect_error, res.findings
+        assert (("unresolved_name", "warning") in kinds) == (not expect_error), res.findings

@@ -29,7 +29,8 @@ Findings:
    soon after) -- errors with FLUSH in the stack, warnings without;
 2. fifo: ``reorder`` (a regular, non-OOB message delivered after a higher-numbered one of its stream);
 3. total_order (SEQUENCER/TOTAL in a stack, or forced): ``inversion`` of two multicasts between two members;
-4. views: ``disagreeing_view`` (one view id, different member lists), ``view_id_order`` (ids not increasing at
+4. views: ``disagreeing_view`` (one view id, different member lists; a member written as its UUID, its name
+   never learned, agrees with any name at its place: ``unresolved_name``, a warning), ``view_id_order`` (ids not increasing at
    a member), ``view_order`` (two members install common views in different orders), ``skipped_view``
    (warning: a member listed in a view it never installed although it installed views before and after);
 5. self_delivery: ``missing_self_delivery`` (a multicast never delivered to its sender, which stayed alive);
@@ -50,6 +51,8 @@ SPARK_SCHEMA = ("kind string, idx bigint, ts_ns bigint, view_coord string, view_
                 "merge boolean, sender string, seq bigint, dest string, size int, hash bigint, flags int, "
                 "peer string, info string")
 
+#: how a journal writes a member whose logical name it never learned (its UUID)
+UUID_NAME = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 #: latency quantiles kept per pair (the CDF plot and the percentiles)
 CDF_POINTS = [i / 100 for i in range(100)] + [0.995, 0.999, 0.9999, 1.0]
 PCTS = [0.5, 0.99, 0.999]
@@ -221,14 +224,25 @@ class Checker:
             self.add("views", kind, sev, r.n, [fmt(x) for x in r.x])
 
         v = views.withColumn("mlist", F.concat_ws(",", "members"))
-        agree = (v.groupBy("vc", "vi")
-                 .agg(F.countDistinct("mlist").alias("k"),
-                      F.min_by(F.struct("member", "mlist"), "mlist").alias("a"),
-                      F.max_by(F.struct("member", "mlist"), "mlist").alias("b"))
-                 .where(F.col("k") > 1))
+        # A member whose logical name a journal never learned is written as its UUID (a member that joined after
+        # it crashed, say): such an entry agrees with any name at its place in the list (the order of a view's
+        # members is the same everywhere); the lengths and every named place must agree
+        named = (views.select("vc", "vi", F.posexplode("members").alias("pos", "m"))
+                 .where(~F.col("m").rlike(UUID_NAME)).groupBy("vc", "vi", "pos")
+                 .agg(F.countDistinct("m").alias("k")).where(F.col("k") > 1).select("vc", "vi"))
+        sizes = (views.groupBy("vc", "vi").agg(F.countDistinct(F.size("members")).alias("k"))
+                 .where(F.col("k") > 1).select("vc", "vi"))
+        agree = (v.join(named.union(sizes).distinct(), ["vc", "vi"], "left_semi").groupBy("vc", "vi")
+                 .agg(F.min_by(F.struct("member", "mlist"), "mlist").alias("a"),
+                      F.max_by(F.struct("member", "mlist"), "mlist").alias("b")))
         report("disagreeing_view", "error", agree,
                lambda r: f"view {_vs(r.vc, r.vi)}: {r.a.member} has [{r.a.mlist}], {r.b.member} has [{r.b.mlist}]",
                ["vi", "vc"])
+        unnamed = v.where(F.exists("members", lambda m: m.rlike(UUID_NAME))).select("member", "idx", "vc", "vi",
+                                                                                   "mlist")
+        report("unresolved_name", "warning", unnamed,
+               lambda r: f"{r.member} lists a member of view {_vs(r.vc, r.vi)} by its address: [{r.mlist}]",
+               ["member", "idx"])
         w = W.partitionBy("member").orderBy("idx")
         order = (views.select("member", "idx", "vc", "vi", F.lag("vc").over(w).alias("pvc"),
                               F.lag("vi").over(w).alias("pvi"))
