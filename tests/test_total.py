@@ -408,7 +408,10 @@ def test_three_jgpy_members_under_loss_pass_the_checker(spark, udp_group, tmp_pa
         figures("TOTAL, 3 jgpy members, 10 % receive loss: 3 x 400 multicasts delivered everywhere in",
                 time.monotonic() - t0, "s")
         stats = {x.name: _total_stats(x) for x in nodes}
-        assert stats["T1"]["bcasts_sent"] == 3 * n and all(s["delivered"] == 3 * n for s in stats.values()), stats
+        assert [s["bcasts_sent"] for s in stats.values()].count(3 * n) == 1, stats
+        assert all(s["delivered"] == 3 * n for s in stats.values()), stats
+        figures("TOTAL under loss: RESENDs (NAKACK below repairs the loss)",
+                sum(s["resends_sent"] for s in stats.values()), "")
         assert all(_received(x) == 3 * n for x in nodes)
         for x in reversed(nodes):
             x.call("disconnect", timeout=60)
@@ -462,10 +465,15 @@ def test_sequencer_killed_mid_stream_passes_the_checker(spark, udp_group, tmp_pa
         for x in (t2, t3):
             send(x, after, n)
         assert not errors, errors
-        need = 2 * (n + after)
-        assert _wait(lambda: _received(t2) >= need and _received(t3) >= need, 120), (_received(t2), _received(t3))
-        assert _wait(lambda: _received(t2) == _received(t3), 30), (_received(t2), _received(t3))
+        need = 2 * (n + after)                            # and what T1 got agreed before it died
+
+        def done() -> bool:
+            a, b = _total_stats(t2), _total_stats(t3)
+            return a["pending"] == b["pending"] == 0 and a["delivered"] == b["delivered"] >= need
+        ok = _wait(done, 120)
         s2, s3 = _total_stats(t2), _total_stats(t3)
+        assert ok, (s2, s3)
+        assert _received(t2) == _received(t3) == s2["delivered"]
         assert s2["bcasts_sent"] > 0 and s2["new_views_sent"] >= 1, s2
         figures("TOTAL crash run: messages of the killed sequencer delivered by the survivors",
                 _received(t2) - need, "")
