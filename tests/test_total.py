@@ -201,6 +201,23 @@ def test_sequencer_crash_with_a_member_behind(cluster):
     assert [p for s, p in b if s == C] == [f"2:{k}" for k in range(35)]
 
 
+def test_a_lost_tail_is_asked_for(cluster):
+    """C misses the sequencer's last multicasts and nothing follows them: the sequencer's STABLE says what it
+    assigned, and C asks for the rest (the paper's suffix problem)."""
+    c = cluster(3, stable_interval=50)
+    A, B, C = c.addrs
+    c.view(c.addrs)
+    _ready(c, range(3))
+    c.net.cut.add((A, C))
+    c.send(1, 5)
+    c.stacks[1].top.wait_messages(5, timeout=5)
+    c.net.cut.discard((A, C))
+    c.stacks[2].top.wait_messages(5, timeout=5)
+    assert c.delivered(2) == c.delivered(1)
+    st = c.stacks[2].prot.dump_stats()
+    assert st["resends_sent"] >= 1 and st["xmits_received"] >= 5
+
+
 def test_requests_lost_with_the_sequencer_are_sent_again(cluster):
     """C's requests reach A, which dies before its multicasts reach anybody: C sends them to B, the new
     sequencer, and everybody surviving delivers them once."""

@@ -320,8 +320,9 @@ HEADERS = (
               doc="BCAST: the global sequence number; RESEND: the first one asked for; CUM_SEQ_ACK: the highest "
                   "received without a gap; STABLE: the highest every member has; NEW_VIEW_ACK: the reporter's "
                   "highest without a gap; NEW_VIEW: the last of the old sequence"),
-            F("high", LONG, 0, when("RESEND", "NEW_VIEW_ACK"),
-              doc="RESEND: the last one asked for; NEW_VIEW_ACK: the last seqno of ``prev_epoch``"),
+            F("high", LONG, 0, when("RESEND", "NEW_VIEW_ACK", "STABLE"),
+              doc="RESEND: the last one asked for; NEW_VIEW_ACK: the last seqno of ``prev_epoch``; STABLE: the "
+                  "highest the sequencer assigned (a member missing the tail asks for it)"),
             F("req_id", LONG, 0, when("REQUEST", "BCAST"), doc="the original sender's number of the message"),
             F("sender", ADDRESS, None, when("BCAST"), doc="the original sender"),
             F("epoch", opt(VIEW_ID), None, when("NEW_VIEW", "NEW_VIEW_ACK"),

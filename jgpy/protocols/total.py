@@ -136,6 +136,7 @@ class TOTAL(Protocol):
         self.pending: OrderedDict = OrderedDict()   # req_id -> message, until delivered back
         # retransmission
         self.catchup = 0                         # deliver up to here before the epoch's own numbers
+        self.tail = 0                            # the highest seqno the sequencer said it assigned
         self.xmit_from = None                    # whom we asked, with which tag, up to where
         self.xmit_tag = 0
         self.xmit_hi = 0
@@ -356,6 +357,8 @@ class TOTAL(Protocol):
     def _on_stable(self, src, hdr) -> None:
         if self.frozen or src != self.sequencer or hdr.view_id != self.epoch.id:
             return
+        if hdr.high > self.tail:
+            self.tail = hdr.high                 # what the sequencer assigned: a lost tail shows as a gap
         s = min(hdr.seqno, self.next_deliver - 1)
         if s > self.stable:
             self.stable = s
@@ -610,7 +613,7 @@ class TOTAL(Protocol):
         self.frozen = False
         self._report = None
         self.agreed = target
-        self.catchup = target
+        self.catchup = self.tail = target
         self.acks = {}
         self.last_acked = 0
         self.xmit_from = None
@@ -658,11 +661,12 @@ class TOTAL(Protocol):
         if self.catchup > self.contig:
             self._ask(self.sequencer, self.epoch.id, self.catchup, out)
             return
-        if self.received:                                  # held beyond a gap (seen twice in a row): ask
-            gap = (self.contig, max(self.received))
-            if gap[1] > gap[0] and gap == self._last_gap:
-                self._ask(self.sequencer, self.epoch.id, gap[1] - 1, out)
-            self._last_gap = gap
+        # held beyond a gap, or short of what the sequencer said it assigned (seen twice in a row): ask
+        want = max(max(self.received) - 1 if self.received else 0, self.tail)
+        gap = (self.contig, want)
+        if want > self.contig and gap == self._last_gap:
+            self._ask(self.sequencer, self.epoch.id, want, out)
+        self._last_gap = gap
         self._maybe_ack(out)
 
     def _send_stable(self, out: list) -> None:
@@ -672,10 +676,11 @@ class TOTAL(Protocol):
         self._stable_due = now + self.stable_interval / 1000
         lows = [self.next_deliver - 1] + [self.acks.get(m, 0) for m in self.members if m != self.local_addr]
         s = min(lows)
-        if s > self.last_stable_sent:
-            self.last_stable_sent = s
+        high = self.next_seqno - 1
+        if s > self.last_stable_sent or s < high:          # it advanced, or somebody lacks the tail
+            self.last_stable_sent = max(s, self.last_stable_sent)
             m = Message(None)
-            m.put_header(self.id, H(STABLE, self.epoch.id, s))
+            m.put_header(self.id, H(STABLE, self.epoch.id, s, high=high))
             self.counters["stable_sent"] += 1
             out.append(m)
 
