@@ -16,6 +16,7 @@ from jgpy._core.headers import TotalHeader
 from jgpy.protocols.total import MAX_EARLY_REPORTS, TOTAL
 from jgpy.stack.config import load_config
 from jgpy.stack.events import Event, EventType
+from jgpy.testing.cluster import wait_all
 from tests.fakestack import FakeNetwork, FakeStack, wait_until
 
 H = TotalHeader
@@ -361,23 +362,38 @@ def _config(tmp_path: Path) -> str:
     return str(path)
 
 
-def _members(names, config: str, props: dict, cluster: str, run: Path):
+@pytest.fixture
+def total_members(udp_group, tmp_path):
+    """``start(names, run)``: jgpy processes on total-udp.xml + DISCARD, journaling into ``run``, joined one after
+    the other, then losing ``LOSS`` of what they receive; every process is closed after the test."""
     from jgpy.testing.java import PyNode
-    nodes = []
-    try:
+    props, cluster, _ = udp_group
+    config = _config(tmp_path)
+    nodes: list = []
+
+    def start(names, run: Path) -> list:
         for n in names:
             node = PyNode(name=n)
             nodes.append(node)
             node.call("connect", timeout=90, config=config, cluster=cluster, name=n, props=props, receive="count",
                       journal=str(run))
-        assert _wait(lambda: all(_views(x) == len(names) for x in nodes), 60)
+        assert wait_all(lambda: all(_views(x) == len(names) for x in nodes), 60)
         for node in nodes:
             node.call("discard", up=LOSS)
-        return nodes
-    except BaseException:
-        for node in nodes:
-            node.close()
-        raise
+        return list(nodes)
+    yield start
+    for node in nodes:
+        node.close()
+
+
+def _leave_and_check(leaving: list, run: Path, spark):
+    """The members leave one after the other; the checker runs on the journals, with total order checked."""
+    from jgpy.analysis import check_run
+    for x in leaving:
+        x.call("disconnect", timeout=60)
+    res = check_run(run, spark=spark)
+    assert res.stats.get("total_order_checked"), res.stats
+    return res
 
 
 def _received(node) -> int:
@@ -386,15 +402,6 @@ def _received(node) -> int:
 
 def _views(node) -> int:
     return len(node.call("view")["members"])
-
-
-def _wait(pred, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.2)
-    return pred()
 
 
 def _dropped(node) -> int:
@@ -408,46 +415,35 @@ def _total_stats(node) -> dict:
 @pytest.mark.processes
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_three_jgpy_members_under_loss_pass_the_checker(spark, udp_group, tmp_path, figures):
+def test_three_jgpy_members_under_loss_pass_the_checker(spark, total_members, tmp_path, figures):
     """Three jgpy processes on total-udp.xml with 10 % receive loss multicast at once; their journals pass every
     check of the checker, total order (TOTAL is in the stack) included: no loss, no duplicates, one order."""
-    from jgpy.analysis import check_run
-    props, cluster, _ = udp_group
     run = tmp_path / "run=total-loss"
     n = 400
-    nodes = _members(["T1", "T2", "T3"], _config(tmp_path), props, cluster, run)
-    try:
-        errors: list = []
+    nodes = total_members(["T1", "T2", "T3"], run)
+    errors: list = []
 
-        def send(node):
-            try:
-                node.send(payload=node.name.encode(), count=n, numbered=True, timeout=240)
-            except Exception as e:  # noqa: BLE001
-                errors.append((node.name, repr(e)))
-        t0 = time.monotonic()
-        threads = [threading.Thread(target=send, args=(x,), daemon=True) for x in nodes]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(240)
-        assert not errors, errors
-        assert _wait(lambda: all(_received(x) >= 3 * n for x in nodes), 120), [_received(x) for x in nodes]
-        figures("TOTAL, 3 jgpy members, 10 % receive loss: 3 x 400 multicasts delivered everywhere in",
-                time.monotonic() - t0, "s")
-        stats = {x.name: _total_stats(x) for x in nodes}
-        assert [s["bcasts_sent"] for s in stats.values()].count(3 * n) == 1, stats
-        assert all(s["delivered"] == 3 * n for s in stats.values()), stats
-        figures("TOTAL under loss: RESENDs (NAKACK below repairs the loss)",
-                sum(s["resends_sent"] for s in stats.values()), "")
-        assert all(_received(x) == 3 * n for x in nodes)
-        assert all(_dropped(x) > 0 for x in nodes)           # the loss was real
-        for x in reversed(nodes):
-            x.call("disconnect", timeout=60)
-    finally:
-        for x in nodes:
-            x.close()
-    res = check_run(run, spark=spark)
-    assert res.stats.get("total_order_checked"), res.stats
+    def send(node):
+        try:
+            node.send(payload=node.name.encode(), count=n, numbered=True, timeout=240)
+        except Exception as e:  # noqa: BLE001
+            errors.append((node.name, repr(e)))
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=send, args=(x,), daemon=True) for x in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(240)
+    assert not errors, errors
+    assert wait_all(lambda: all(_received(x) >= 3 * n for x in nodes), 120), [_received(x) for x in nodes]
+    figures("TOTAL, 3 jgpy members, 10 % receive loss: 3 x 400 multicasts delivered everywhere in",
+            time.monotonic() - t0, "s")
+    stats = {x.name: _total_stats(x) for x in nodes}
+    assert [s["bcasts_sent"] for s in stats.values()].count(3 * n) == 1, stats      # one sequencer did it all
+    assert all(s["delivered"] == 3 * n for s in stats.values()), stats
+    assert all(_received(x) == 3 * n for x in nodes)
+    assert all(_dropped(x) > 0 for x in nodes)           # the loss was real
+    res = _leave_and_check(list(reversed(nodes)), run, spark)
     assert res.findings == [], [str(f) for f in res.findings]
     assert res.stats["numbered_deliveries"] == 9 * n
 
@@ -455,72 +451,62 @@ def test_three_jgpy_members_under_loss_pass_the_checker(spark, udp_group, tmp_pa
 @pytest.mark.processes
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_sequencer_killed_mid_stream_passes_the_checker(spark, udp_group, tmp_path, figures):
+def test_sequencer_killed_mid_stream_passes_the_checker(spark, total_members, tmp_path, figures):
     """The sequencer (the coordinator) is killed with SIGKILL while all three multicast under 10 % loss, and the
     survivors go on multicasting through the view change; the survivors deliver everything they sent, once, in
     one order, and the journals of all three (the killed one's as far as it got) pass the checker: total order
     across all three, no loss and no duplicates among the survivors."""
-    from jgpy.analysis import check_run
     from jgpy.journal import mark_crash
-    props, cluster, _ = udp_group
     run = tmp_path / "run=total-crash"
-    nodes = _members(["T1", "T2", "T3"], _config(tmp_path), props, cluster, run)
-    try:
-        seq = next(x for x in nodes if x.name == nodes[0].call("view")["names"][0])
-        survivors = [x for x in nodes if x is not seq]
-        sent = {x.name: 0 for x in nodes}
-        errors: list = []
-        stop = threading.Event()
+    nodes = total_members(["T1", "T2", "T3"], run)
+    seq = next(x for x in nodes if x.name == nodes[0].call("view")["names"][0])
+    survivors = [x for x in nodes if x is not seq]
+    sent = {x.name: 0 for x in nodes}
+    errors: list = []
+    stop = threading.Event()
 
-        def send(node):                                   # chunks, so that sending spans the kill
-            while not stop.is_set():
-                try:
-                    node.send(payload=node.name.encode(), count=20, numbered=True, start=sent[node.name],
-                              timeout=120)
-                except Exception as e:  # noqa: BLE001
-                    if node is not seq:
-                        errors.append((node.name, repr(e)))
-                    return
-                sent[node.name] += 20
-                time.sleep(0.01)
-        threads = [threading.Thread(target=send, args=(x,), daemon=True) for x in nodes]
-        for t in threads:
-            t.start()
-        time.sleep(2.0)                                   # mid-stream (and the journal parts of 1 s written)
-        crash_ns = time.monotonic_ns()
-        seq.kill()
-        mark_crash(run, seq.name, crash_ns)
-        t_kill = time.monotonic()
-        assert _wait(lambda: all(_views(x) == 2 for x in survivors), 60)
-        figures("TOTAL: kill -9 of the sequencer -> survivors' view", time.monotonic() - t_kill, "s")
-        time.sleep(1.0)                                   # the survivors go on sending in the new view
-        stop.set()
-        for t in threads:
-            t.join(150)
-        assert not errors, errors
-        t_sent = time.monotonic()
-        need = sum(sent[x.name] for x in survivors)
-        assert need >= 200 and sent[seq.name] >= 20, sent
+    def send(node):                                       # chunks, so that sending spans the kill
+        while not stop.is_set():
+            try:
+                node.send(payload=node.name.encode(), count=20, numbered=True, start=sent[node.name], timeout=120)
+            except Exception as e:  # noqa: BLE001
+                if node is not seq:
+                    errors.append((node.name, repr(e)))
+                return
+            sent[node.name] += 20
+            time.sleep(0.01)
+    threads = [threading.Thread(target=send, args=(x,), daemon=True) for x in nodes]
+    for t in threads:
+        t.start()
+    time.sleep(2.0)                                       # mid-stream (and the journal parts of 1 s written)
+    crash_ns = time.monotonic_ns()
+    seq.kill()
+    mark_crash(run, seq.name, crash_ns)
+    t_kill = time.monotonic()
+    assert wait_all(lambda: all(_views(x) == 2 for x in survivors), 60)
+    figures("TOTAL: kill -9 of the sequencer -> survivors' view", time.monotonic() - t_kill, "s")
+    time.sleep(1.0)                                       # the survivors go on sending in the new view
+    stop.set()
+    for t in threads:
+        t.join(150)
+    assert not errors, errors
+    t_sent = time.monotonic()
+    need = sum(sent[x.name] for x in survivors)
+    assert need >= 200 and sent[seq.name] >= 20, sent
 
-        def done() -> bool:
-            a, b = (_total_stats(x) for x in survivors)
-            return a["pending"] == b["pending"] == 0 and a["delivered"] == b["delivered"] >= need
-        ok = _wait(done, 120)
-        stats = [_total_stats(x) for x in survivors]
-        assert ok, stats
-        figures("TOTAL crash run: survivors' last sends -> everything delivered", time.monotonic() - t_sent, "s")
-        figures("TOTAL crash run: multicasts sent by the survivors", need, "msgs")
-        figures("TOTAL crash run: multicasts sent by the killed sequencer", sent[seq.name], "msgs")
-        assert len({_received(x) for x in survivors}) == 1
-        assert all(_dropped(x) > 0 for x in survivors)      # the loss was real
-        assert sum(s["new_views_sent"] for s in stats) >= 1 and sum(s["bcasts_sent"] for s in stats) > 0, stats
-        for x in reversed(survivors):
-            x.call("disconnect", timeout=60)
-    finally:
-        for x in nodes:
-            x.close()
-    res = check_run(run, spark=spark)
-    assert res.stats.get("total_order_checked"), res.stats
+    def done() -> bool:
+        a, b = (_total_stats(x) for x in survivors)
+        return a["pending"] == b["pending"] == 0 and a["delivered"] == b["delivered"] >= need
+    ok = wait_all(done, 120)
+    stats = [_total_stats(x) for x in survivors]
+    assert ok, stats
+    figures("TOTAL crash run: survivors' last sends -> everything delivered", time.monotonic() - t_sent, "s")
+    figures("TOTAL crash run: multicasts sent by the survivors", need, "msgs")
+    figures("TOTAL crash run: multicasts sent by the killed sequencer", sent[seq.name], "msgs")
+    assert len({_received(x) for x in survivors}) == 1
+    assert all(_dropped(x) > 0 for x in survivors)      # the loss was real
+    assert sum(s["new_views_sent"] for s in stats) >= 1 and sum(s["bcasts_sent"] for s in stats) > 0, stats
+    res = _leave_and_check(list(reversed(survivors)), run, spark)
     errors_found = [str(f) for f in res.findings if f.severity == "error"]
     assert not errors_found, errors_found
     assert res.stats["abrupt_ends"] == [seq.name]
