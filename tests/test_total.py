@@ -281,6 +281,39 @@ def test_rapid_views_do_not_lose_the_epoch_in_between(cluster):
     assert c.delivered(2) == c.delivered(0)[7:]
 
 
+def test_merge_starts_the_other_subgroup_afresh(cluster):
+    """Two subgroups with sequences of their own merge: the merged view's coordinator's sequence goes on, the
+    other subgroup's members start afresh after it, and everybody delivers the merged view's traffic in one
+    order (what each subgroup delivered before stays there, as the paper's virtual synchrony has it)."""
+    from jgpy import MergeView
+    c = cluster(4)
+    A, B, C, D = c.addrs
+    for group in ([A, B], [C, D]):
+        v = View(ViewId(group[0], 1), group)
+        for st in c.stacks:
+            if st.local_addr in group:
+                st.prot.up(Event(EventType.VIEW_CHANGE, v))
+    _ready(c, range(4))
+    c.send(0, 5)
+    c.send(2, 7)
+    c.stacks[1].top.wait_messages(5, timeout=5)
+    c.stacks[3].top.wait_messages(7, timeout=5)
+    fresh = [c.stacks[i].prot.dump_stats()["restarted_fresh"] for i in range(4)]
+    mv = MergeView(ViewId(A, 2), [A, B, C, D], [View(ViewId(A, 1), [A, B]), View(ViewId(C, 1), [C, D])])
+    for st in c.stacks:
+        st.prot.up(Event(EventType.VIEW_CHANGE, mv))
+    _ready(c, range(4))
+    for i in range(4):
+        c.send(i, 3, 10)
+    before = (5, 5, 7, 7)                                  # what each delivered in its own subgroup
+    for i in range(4):
+        c.stacks[i].top.wait_messages(before[i] + 12, timeout=10)
+    orders = [c.delivered(i)[before[i]:] for i in range(4)]
+    assert orders[0] == orders[1] == orders[2] == orders[3] and len(orders[0]) == 12
+    after = [c.stacks[i].prot.dump_stats()["restarted_fresh"] for i in range(4)]
+    assert [a - b for a, b in zip(after, fresh)] == [0, 0, 1, 1]
+
+
 # ---- hostile input ----------------------------------------------------------------------------------------
 
 def _from(src, hdr, dest=None, payload=b"p"):
