@@ -77,13 +77,15 @@ def test_total_udp_config_puts_total_above_gms():
 # ---- members on the fake stack ----------------------------------------------------------------------------
 
 class LossyNetwork(FakeNetwork):
-    """A fake network that can drop the multicasts of one sender to one receiver (``cut``)."""
+    """A fake network that can drop what one sender sends to one receiver (``cut``)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.cut: set = set()                    # (src, dest) pairs whose multicasts are dropped
+        self.cut: set = set()                    # (src, dest) pairs whose multicasts and unicasts are dropped
 
     def send(self, src, dest, data: bytes) -> None:
+        if dest is not None and (src, dest) in self.cut:
+            return
         if dest is None and self.cut:
             with self._lock:
                 targets = [(a, tp) for a, tp in self.transports.items() if a != src and a not in self.blocked
@@ -296,8 +298,8 @@ def test_merge_starts_the_other_subgroup_afresh(cluster):
     _ready(c, range(4))
     c.send(0, 5)
     c.send(2, 7)
-    c.stacks[1].top.wait_messages(5, timeout=5)
-    c.stacks[3].top.wait_messages(7, timeout=5)
+    for i, n in ((0, 5), (1, 5), (2, 7), (3, 7)):
+        c.stacks[i].top.wait_messages(n, timeout=5)
     fresh = [c.stacks[i].prot.dump_stats()["restarted_fresh"] for i in range(4)]
     mv = MergeView(ViewId(A, 2), [A, B, C, D], [View(ViewId(A, 1), [A, B]), View(ViewId(C, 1), [C, D])])
     for st in c.stacks:
@@ -312,6 +314,36 @@ def test_merge_starts_the_other_subgroup_afresh(cluster):
     assert orders[0] == orders[1] == orders[2] == orders[3] and len(orders[0]) == 12
     after = [c.stacks[i].prot.dump_stats()["restarted_fresh"] for i in range(4)]
     assert [a - b for a, b in zip(after, fresh)] == [0, 0, 1, 1]
+
+
+def test_a_sequence_left_at_a_merge_delivers_nothing_twice(cluster):
+    """C, sequencer of [C, D], has sequenced its own messages and D delivered them, but C has not yet (D's
+    acknowledgements are lost): at the merge C starts afresh and sends them to the merged view's sequencer again;
+    D, which delivered them, does not deliver them again."""
+    from jgpy import MergeView
+    c = cluster(4)
+    A, B, C, D = c.addrs
+    for group in ([A, B], [C, D]):
+        v = View(ViewId(group[0], 1), group)
+        for st in c.stacks:
+            if st.local_addr in group:
+                st.prot.up(Event(EventType.VIEW_CHANGE, v))
+    _ready(c, range(4))
+    c.net.cut.add((D, C))                                  # D's ACKs do not reach C
+    c.send(2, 3)
+    c.stacks[3].top.wait_messages(3, timeout=5)
+    assert c.stacks[2].top.messages == []
+    c.net.cut.clear()
+    mv = MergeView(ViewId(A, 2), [A, B, C, D], [View(ViewId(A, 1), [A, B]), View(ViewId(C, 1), [C, D])])
+    for st in c.stacks:
+        st.prot.up(Event(EventType.VIEW_CHANGE, mv))
+    _ready(c, range(4))
+    for i in range(4):
+        c.stacks[i].top.wait_messages(3, timeout=10)
+    time.sleep(0.3)
+    want = [(C, f"2:{k}") for k in range(3)]
+    assert c.delivered(0) == c.delivered(1) == c.delivered(2) == c.delivered(3) == want
+    assert c.stacks[3].prot.dump_stats()["duplicates_skipped"] == 3
 
 
 # ---- hostile input ----------------------------------------------------------------------------------------

@@ -82,7 +82,6 @@ class _Recon:
         self.target = -1                   # T, once every member reported
         self.holder = None                 # a member that has everything up to T
         self.starts: list = []             # (member, first seqno) of the members that start afresh
-        self.asked = False
 
 
 class TOTAL(Protocol):
@@ -96,6 +95,8 @@ class TOTAL(Protocol):
                           "kept; farther ones are dropped and counted")
     stable_interval = Property(to_int, 500, "jgpy: ms between the sequencer's STABLE multicasts (the minimum "
                                "acknowledged by every member: delivered messages below it are forgotten)")
+    leave_timeout = Property(to_int, 5000, "jgpy: ms a leaving member waits for its multicasts to be sequenced and "
+                             "delivered back before it leaves (they would be lost with it)")
     resilience = Property(to_int, 1, "jgpy: the sequencer delivers a sequence number only once this many other "
                           "members acknowledged receiving it (0: at once, as the paper), so a crashed sequencer "
                           "cannot have delivered what no survivor has")
@@ -109,6 +110,20 @@ class TOTAL(Protocol):
         self._deliver_lock = threading.Lock()
         self._to_deliver: list = []              # ordered messages waiting for the delivering thread
         self._delivering = False
+        self._reset()
+        self.counters = dict.fromkeys((
+            "requests_sent", "requests_received", "bcasts_sent", "delivered", "duplicates", "dropped_stale",
+            "dropped_window", "dropped_non_member", "dropped_bad_type", "duplicate_requests", "resends_sent",
+            "resends_received", "xmits_sent", "xmits_received", "acks_sent", "stable_sent", "views",
+            "new_views_sent", "new_views_received", "reports_sent", "restarted_fresh", "early_reports_dropped",
+            "duplicates_skipped"), 0)
+        self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, "a TOTAL message", self._rl)
+        self._lower_ids: tuple = ()
+        self._task = None
+
+    def _reset(self) -> None:
+        """The state of a member that has no view yet (at creation, and again at each connect: a new address)."""
         self.members: list = []
         self.view_vid = None                     # the ViewId of the installed view
         self.epoch = None                        # the ViewId of the epoch we follow (None: none yet)
@@ -124,6 +139,8 @@ class TOTAL(Protocol):
         self.stable = 0
         self.agreed = 0                          # numbers up to here are agreed (the last NEW_VIEW's T)
         self.last_req: dict = {}                 # original sender -> highest req_id in our gap-free prefix
+        self.delivered_req: dict = {}            # original sender -> highest req_id delivered (kept when we
+                                                 # start afresh: a sender's numbers only grow, FIFO)
         self.history: OrderedDict = OrderedDict()   # closed epochs of our lineage -> their last seqno
         self.bases: dict = {}                    # members that started afresh -> their first seqno
         # sequencer
@@ -147,15 +164,6 @@ class TOTAL(Protocol):
         self.early: OrderedDict = OrderedDict()  # sender -> (view id, report) for views not installed yet
         self.last_new_view: Message | None = None
         self._report: Message | None = None
-        self._lower_ids: tuple = ()
-        self._task = None
-        self.counters = dict.fromkeys((
-            "requests_sent", "requests_received", "bcasts_sent", "delivered", "duplicates", "dropped_stale",
-            "dropped_window", "dropped_non_member", "dropped_bad_type", "duplicate_requests", "resends_sent",
-            "resends_received", "xmits_sent", "xmits_received", "acks_sent", "stable_sent", "views",
-            "new_views_sent", "new_views_received", "reports_sent", "restarted_fresh", "early_reports_dropped"), 0)
-        self._rl = RateLimitedLog(self.log)
-        self._guard = MessageGuard(self, "a TOTAL message", self._rl)
 
     # ---- life cycle ----
 
@@ -164,6 +172,8 @@ class TOTAL(Protocol):
             raise ValueError("TOTAL: resend_timeout, max_resend_size and max_window must be positive")
 
     def start(self) -> None:
+        with self._lock:
+            self._reset()
         prots = list(getattr(self.stack, "protocols", ()))
         below = prots[:prots.index(self)] if self in prots else []
         self._lower_ids = tuple(p.id for p in below if p.id)
@@ -174,6 +184,21 @@ class TOTAL(Protocol):
         if self._task is not None:
             self._task.cancel()
             self._task = None
+
+    def down(self, evt: Event) -> Any:
+        if evt.type == EventType.DISCONNECT:
+            self._await_pending()
+        return self.down_prot.down(evt)
+
+    def _await_pending(self) -> None:
+        """A leaving member waits (at most ``leave_timeout``) until its multicasts are delivered back: once it is
+        gone, the sequencer no longer takes its requests."""
+        deadline = time.monotonic() + self.leave_timeout / 1000
+        while self.pending and self.sequencer is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.pending:
+            self._rl.warning("leave-pending", "%s: leaving with %d multicasts not delivered", self.local_addr,
+                             len(self.pending))
 
     def up_needs(self) -> int:
         return UP_HEADER
@@ -423,13 +448,19 @@ class TOTAL(Protocol):
             return
         me = self.local_addr
         run = []
+        done = self.delivered_req
         while self.next_deliver <= bound:
             s = self.next_deliver
             e = self.received.pop(s)
             self.kept[s] = e
             self.next_deliver += 1
-            if e[0].src == me:
-                self.pending.pop(e[1], None)
+            snd, req = e[0].src, e[1]
+            if snd == me:
+                self.pending.pop(req, None)
+            if req <= done.get(snd, 0):          # delivered in a sequence we left (a merge): not again
+                self.counters["duplicates_skipped"] += 1
+                continue
+            done[snd] = req
             run.append(e[0])
         self.counters["delivered"] += len(run)
         with self._deliver_lock:                 # in order: we hold the lock that orders the numbers
@@ -477,7 +508,7 @@ class TOTAL(Protocol):
         for s in [s for s in self.received if s > self.contig]:
             del self.received[s]
         mset = set(self.members)
-        for table in (self.acks, self.bases, self.last_req):
+        for table in (self.acks, self.bases, self.last_req, self.delivered_req):
             for a in [a for a in table if a not in mset]:
                 del table[a]
         coord = self.members[0]
