@@ -15,7 +15,10 @@ that come early (at most ``max_window`` ahead), and each as a multicast of its o
 sees a gap asks for the missing numbers (RESEND, every ``resend_timeout`` ms, at most ``max_resend_size`` a
 time) and gets the BCASTs again as unicasts. Members acknowledge what they received without a gap
 (CUM_SEQ_ACK); the sequencer multicasts the minimum every ``stable_interval`` ms (STABLE) and everybody
-forgets the delivered messages below it.
+forgets the delivered messages below it. STABLE also says the last number assigned, and is repeated while a
+member lags: a member that lost the tail, with nothing after it to show the gap, asks for it (the paper's
+suffix problem). A member delivers no sender's message twice (its numbers only grow, in FIFO order), and a
+leaving member waits up to ``leave_timeout`` ms for its multicasts to come back delivered.
 
 **Uniformity at the sequencer** (jgpy; the paper has none): the sequencer delivers a number only once
 ``resilience`` other members acknowledged it, so no crashed sequencer can have delivered what no survivor has.
@@ -35,9 +38,13 @@ starts it again.
 
 Not covered (the paper's limits, in part): the crash of more than ``resilience`` members at once may leave a
 crashed member having delivered what the survivors order differently; a coordinator that is itself new to
-the cluster when all older members are gone starts a new sequence; after a merge each subgroup's members that
-are not the merged view's coordinator's start afresh (what they were sent in their own subgroup stays there).
-The state transfer protocols know nothing of TOTAL's numbers.
+the cluster when all older members are gone starts a new sequence; after a merge the members of the subgroups
+other than the merged view's coordinator's start afresh (what their subgroup sequenced and they had not
+delivered is lost to them, unless its sender is one of them and sends it again; the two subgroups' orders of
+what both delivered before the merge may differ).
+The view goes up to the application at once, so messages of the old sequence it delivers after the view change
+are delivered in the new view (without FLUSH below, the checker reports that as a same-view warning). The state
+transfer protocols know nothing of TOTAL's numbers.
 
 Hostile input: TOTAL messages from non-members are counted and dropped; a BCAST counts only from the
 current sequencer and within ``max_window``; RESEND answers are bounded; reports of views not yet installed
