@@ -110,12 +110,27 @@ class Cluster:
             self.stacks.append(FakeStack(p, local_addr=a, network=self.net))
         self.vid = 0
 
-    def view(self, members: list, stacks: list | None = None) -> None:
+    def view(self, members: list, stacks: list | None = None, vid: int | None = None) -> None:
         """Install a view (coordinator first) at the given stacks (default: every member's)."""
-        self.vid += 1
+        self.vid = vid if vid is not None else self.vid + 1
         v = View(ViewId(members[0], self.vid), members)
         for st in stacks if stacks is not None else [s for s in self.stacks if s.local_addr in members]:
             st.prot.up(Event(EventType.VIEW_CHANGE, v))
+
+    def subgroups(self, *groups: list) -> None:
+        """Each group a view of its own (id 1, its first member coordinator), as after a partition."""
+        for g in groups:
+            self.view(g, vid=1)
+        _ready(self, range(len(self.stacks)))
+
+    def merge(self, *groups: list) -> None:
+        """The MergeView of the groups (id 2, the first group's coordinator first) everywhere."""
+        from jgpy import MergeView
+        members = [a for g in groups for a in g]
+        mv = MergeView(ViewId(members[0], 2), members, [View(ViewId(g[0], 1), g) for g in groups])
+        for st in self.stacks:
+            st.prot.up(Event(EventType.VIEW_CHANGE, mv))
+        _ready(self, range(len(self.stacks)))
 
     def send(self, i: int, count: int, start: int = 0) -> None:
         st = self.stacks[i]
@@ -287,24 +302,15 @@ def test_merge_starts_the_other_subgroup_afresh(cluster):
     """Two subgroups with sequences of their own merge: the merged view's coordinator's sequence goes on, the
     other subgroup's members start afresh after it, and everybody delivers the merged view's traffic in one
     order (what each subgroup delivered before stays there, as the paper's virtual synchrony has it)."""
-    from jgpy import MergeView
     c = cluster(4)
     A, B, C, D = c.addrs
-    for group in ([A, B], [C, D]):
-        v = View(ViewId(group[0], 1), group)
-        for st in c.stacks:
-            if st.local_addr in group:
-                st.prot.up(Event(EventType.VIEW_CHANGE, v))
-    _ready(c, range(4))
+    c.subgroups([A, B], [C, D])
     c.send(0, 5)
     c.send(2, 7)
     for i, n in ((0, 5), (1, 5), (2, 7), (3, 7)):
         c.stacks[i].top.wait_messages(n, timeout=5)
     fresh = [c.stacks[i].prot.dump_stats()["restarted_fresh"] for i in range(4)]
-    mv = MergeView(ViewId(A, 2), [A, B, C, D], [View(ViewId(A, 1), [A, B]), View(ViewId(C, 1), [C, D])])
-    for st in c.stacks:
-        st.prot.up(Event(EventType.VIEW_CHANGE, mv))
-    _ready(c, range(4))
+    c.merge([A, B], [C, D])
     for i in range(4):
         c.send(i, 3, 10)
     before = (5, 5, 7, 7)                                  # what each delivered in its own subgroup
@@ -320,24 +326,15 @@ def test_a_sequence_left_at_a_merge_delivers_nothing_twice(cluster):
     """C, sequencer of [C, D], has sequenced its own messages and D delivered them, but C has not yet (D's
     acknowledgements are lost): at the merge C starts afresh and sends them to the merged view's sequencer again;
     D, which delivered them, does not deliver them again."""
-    from jgpy import MergeView
     c = cluster(4)
     A, B, C, D = c.addrs
-    for group in ([A, B], [C, D]):
-        v = View(ViewId(group[0], 1), group)
-        for st in c.stacks:
-            if st.local_addr in group:
-                st.prot.up(Event(EventType.VIEW_CHANGE, v))
-    _ready(c, range(4))
+    c.subgroups([A, B], [C, D])
     c.net.cut.add((D, C))                                  # D's ACKs do not reach C
     c.send(2, 3)
     c.stacks[3].top.wait_messages(3, timeout=5)
     assert c.stacks[2].top.messages == []
     c.net.cut.clear()
-    mv = MergeView(ViewId(A, 2), [A, B, C, D], [View(ViewId(A, 1), [A, B]), View(ViewId(C, 1), [C, D])])
-    for st in c.stacks:
-        st.prot.up(Event(EventType.VIEW_CHANGE, mv))
-    _ready(c, range(4))
+    c.merge([A, B], [C, D])
     for i in range(4):
         c.stacks[i].top.wait_messages(3, timeout=10)
     time.sleep(0.3)
