@@ -343,6 +343,26 @@ def test_a_sequence_left_at_a_merge_delivers_nothing_twice(cluster):
     assert c.stacks[3].prot.dump_stats()["duplicates_skipped"] == 3
 
 
+def test_a_leaving_member_waits_for_its_multicasts(cluster):
+    c = cluster(2, leave_timeout=300)
+    A, B = c.addrs
+    c.view([A, B])
+    _ready(c, (0, 1))
+    b = c.stacks[1]
+    c.net.cut.add((B, A))                                  # B's requests do not get through for now
+    c.send(1, 2)
+    t0 = time.monotonic()
+    b.prot.down(Event(EventType.DISCONNECT, B))             # gives up after leave_timeout, with a warning
+    assert 0.25 < time.monotonic() - t0 < 3 and b.prot.dump_stats()["pending"] == 2
+    c.net.cut.clear()
+    c.view([A, B])                                         # (the fake network lost them: a view sends them again)
+    _ready(c, (0, 1))
+    c.send(1, 1, 2)
+    b.prot.down(Event(EventType.DISCONNECT, B))             # its requests get through: it leaves once delivered
+    assert b.prot.dump_stats()["pending"] == 0
+    assert [p for _, p in c.delivered(1)] == ["1:0", "1:1", "1:2"]
+
+
 # ---- hostile input ----------------------------------------------------------------------------------------
 
 def _from(src, hdr, dest=None, payload=b"p"):
