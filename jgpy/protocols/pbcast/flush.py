@@ -551,7 +551,7 @@ class FLUSH(Protocol):
         w = self._worker
         if w is None:
             return
-        if w.pending() >= MAX_PENDING_JOBS:
+        if w.pending >= MAX_PENDING_JOBS:
             self.counters["dropped_jobs"] += 1
             self._rl.warning("jobs", "%s: %d FLUSH jobs are waiting: one dropped", self.local_addr, MAX_PENDING_JOBS)
             return
