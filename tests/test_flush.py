@@ -464,6 +464,17 @@ def _send_async(node, count: int, start: int = 0) -> threading.Thread:
     return t
 
 
+def _start_flush(node, members=None, attempts: int = 5) -> dict:
+    """start_flush until it succeeds, as 2.12 applications do (``Util.startFlush``): right after a stop_flush
+    the member may still be in the last flush (Java's stopFlush can return before its own STOP_FLUSH came back)."""
+    for _ in range(attempts):
+        rep = node.call("start_flush", timeout=60, members=members)
+        if rep["result"]:
+            return rep
+        time.sleep(0.5)
+    raise AssertionError(f"{node.name}: start_flush failed {attempts} times")
+
+
 def _check_run(spark, run) -> object:
     from jgpy.analysis import check_run
     res = check_run(run, spark=spark)
@@ -497,13 +508,12 @@ def test_mixed_flush_cluster_joins_traffic_manual_flush(spark, java_nodes, tmp_p
             t.join(300)
         c.wait_members([a, b, d], 3)
         d.send(payload=d.name.encode(), count=300, numbered=True, timeout=120)
-        rep = b.call("start_flush", timeout=60)
-        assert rep["result"] is True
+        rep = _start_flush(b)
         figures(f"{kinds}/{transport}: manual flush (start)", rep["seconds"] * 1000, "ms")
         b.call("stop_flush", timeout=60)
         # a flush of a subset: b and d only (STOP_FLUSH unicast to them); a goes on undisturbed
         sub = [b.name, d.name]
-        assert b.call("start_flush", timeout=60, members=sub)["result"] is True
+        _start_flush(b, sub)
         b.call("stop_flush", timeout=60, members=sub)
         a.send(payload=a.name.encode(), count=200, numbered=True, start=n, timeout=120)
         counts = c.quiesce(c.nodes)
@@ -577,7 +587,7 @@ def test_kill_during_a_flush(spark, java_nodes, tmp_path, kinds, victim):
         for t in [_send_async(node, n) for node in c.nodes]:
             t.join(300)
         flusher = c.nodes[1]
-        assert flusher.call("start_flush", timeout=60)["result"] is True
+        _start_flush(flusher)
         dead = c.nodes[victim]
         if hasattr(dead, "kill"):
             dead.kill()
