@@ -589,6 +589,7 @@ def test_kill_during_a_flush(spark, java_nodes, tmp_path, kinds, victim):
         flusher = c.nodes[1]
         _start_flush(flusher)
         dead = c.nodes[victim]
+        time.sleep(1.5)                  # its journal writer has written its rows (a crash loses the last second)
         if hasattr(dead, "kill"):
             dead.kill()
         else:
