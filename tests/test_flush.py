@@ -607,3 +607,43 @@ def test_kill_during_a_flush(spark, java_nodes, tmp_path, kinds, victim):
         _check_run(spark, c.run)
     finally:
         c.close()
+
+
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.timeout(600)
+def test_concurrent_flushes_from_java_and_jgpy_members(spark, java_nodes, tmp_path):
+    """A Java and a jgpy member start flushes at the same time, again and again, each retrying as 2.12's
+    ``Util.startFlush`` does (4 attempts, 1-5 s apart): colliding flushes are refused (FLUSH_NOT_COMPLETED) or
+    aborted (ABORT_FLUSH), every member ends up unblocked, traffic goes on and the journals pass."""
+    c = FlushCluster(java_nodes, tmp_path, "JPJP", "udp")
+    try:
+        for node in c.nodes:
+            c.connect(node)
+        c.wait_members(c.nodes, 4)
+        results: dict = {}
+
+        def flusher(node, rounds: int = 3) -> None:
+            ok = 0
+            for _ in range(rounds):
+                for _attempt in range(4):
+                    if node.call("start_flush", timeout=60)["result"]:
+                        ok += 1
+                        node.call("stop_flush", timeout=60)
+                        break
+                    time.sleep(1 + 4 * (hash((node.name, _attempt)) % 100) / 100)
+            results[node.name] = ok
+        threads = [threading.Thread(target=flusher, args=(n,)) for n in (c.nodes[1], c.nodes[2])]
+        senders = [_send_async(n, 400) for n in (c.nodes[0], c.nodes[3])]
+        for t in threads + senders:
+            t.join(300)
+        assert sum(results.values()) >= 3, results            # most rounds got their flush
+        for t in [_send_async(n, 100, start=400) for n in (c.nodes[0], c.nodes[3])]:
+            t.join(120)
+        counts = c.quiesce(c.nodes)
+        assert all(v >= 1000 for v in counts.values()), counts   # nobody stayed blocked
+        for node in reversed(c.nodes):
+            node.call("disconnect", timeout=60)
+        _check_run(spark, c.run)
+    finally:
+        c.close()
