@@ -634,6 +634,8 @@ def test_concurrent_flushes_from_java_and_jgpy_members(spark, java_nodes, tmp_pa
                     time.sleep(1 + 4 * (hash((node.name, _attempt)) % 100) / 100)
             results[node.name] = ok
         threads = [threading.Thread(target=flusher, args=(n,)) for n in (c.nodes[1], c.nodes[2])]
+        for t in threads:
+            t.start()
         senders = [_send_async(n, 400) for n in (c.nodes[0], c.nodes[3])]
         for t in threads + senders:
             t.join(300)
