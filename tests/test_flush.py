@@ -649,3 +649,72 @@ def test_concurrent_flushes_from_java_and_jgpy_members(spark, java_nodes, tmp_pa
         _check_run(spark, c.run)
     finally:
         c.close()
+
+
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("kinds", ["JPJP", "PJPJ"])
+def test_partition_and_merge_with_flush(java_nodes, tmp_path, kinds):
+    """flush-udp.xml (with DISCARD for the partition and shorter failure detection and merge intervals): the
+    halves form their own views (flushed), the partition heals and the merge runs with FLUSH (each subgroup
+    coordinator flushes its half, INSTALL_MERGE_VIEW_OK to the leader, the leader ends the flush); afterwards
+    every member is unblocked and gets everybody's multicasts."""
+    import uuid
+
+    from jgpy.testing.java import PyNode, udp_props, unique_group
+    cfg = (load_config("flush-udp.xml").insert("DISCARD", {}, after="UDP")
+           .with_properties("MERGE2", min_interval="3000", max_interval="6000")
+           .with_properties("FD_ALL", interval="1000", timeout="5000")
+           .with_properties("VERIFY_SUSPECT", timeout="1000"))
+    path = tmp_path / "flush-merge.xml"
+    path.write_text(cfg.to_xml())
+    props, cluster = udp_props(*unique_group()), f"fmerge-{uuid.uuid4().hex[:8]}"
+    nodes, py = [], []
+    try:
+        for i, k in enumerate(kinds):
+            node = java_nodes(f"{k}{i + 1}") if k == "J" else PyNode(name=f"{k}{i + 1}")
+            if k != "J":
+                py.append(node)
+            nodes.append(node)
+            node.call("connect", timeout=120, config=str(path), cluster=cluster, name=node.name, props=props,
+                      receive="count", blocks=True)
+
+        def agree(group, timeout):
+            want = sorted(n.name for n in group)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                views = [n.call("view") for n in group]
+                if all(sorted(v["names"] or ()) == want for v in views) and \
+                        len({str(v["view_id"]) for v in views}) == 1:
+                    return True
+                time.sleep(0.2)
+            return False
+        assert agree(nodes, 60)
+        halves = [nodes[:2], nodes[2:]]
+        for half in halves:
+            others = [n.name for n in nodes if n not in half]
+            for n in half:
+                n.call("discard", ignore=others, keep=True)
+        for half in halves:
+            assert agree(half, 60), [n.call("view")["names"] for n in nodes]
+        for n in nodes:
+            n.call("discard", ignore=[])
+        assert agree(nodes, 120), [n.call("view")["names"] for n in nodes]
+        time.sleep(8)                              # a redundant merge round (2.12 coordinators) comes and goes
+        assert agree(nodes, 60)
+        for n in nodes:
+            n.call("reset_stats")
+        for t in [_send_async(n, 200) for n in nodes]:
+            t.join(120)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            counts = {n.name: n.call("stats")["received"] for n in nodes}
+            if all(v >= 800 for v in counts.values()):
+                break
+            time.sleep(0.3)
+        assert all(v == 800 for v in counts.values()), counts
+    finally:
+        for n in py:
+            n.close()
