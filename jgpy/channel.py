@@ -308,7 +308,7 @@ class Channel:
         and the transfer (the coordinator leaves it for us to end). Returns False when there was no state to
         get (we are the first member); raises ChannelError when the transfer failed."""
         self._connect(ConnectArg(cluster_name, use_flush, state_transfer=True))
-        can_fetch = self.view is not None and len(self.view.members) > 1
+        can_fetch = self.view is not None and len(self.view.members or ()) > 1
         try:
             if not can_fetch:
                 return False
@@ -485,7 +485,7 @@ class Channel:
         self._check_flush("start_flush")
         if participants is not None:
             view = self.view
-            members = set(view.members) if view is not None else set()
+            members = set(view.members or ()) if view is not None else set()
             missing = [p for p in participants if p not in members]
             if missing:
                 raise ValueError(f"current view {view} does not contain all flush participants {list(participants)}")
