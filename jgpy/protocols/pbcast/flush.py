@@ -143,7 +143,6 @@ class FLUSH(Protocol):
         self._flush_promise = Promise()
         self._unblock_promise = Promise()
         self._worker: SerialExecutor | None = None
-        self._stopped = threading.Event()
         self._start_ms = 0.0
         self._rl = RateLimitedLog(self.log)
         self._guard = MessageGuard(self, "a FLUSH message", self._rl)
@@ -173,7 +172,6 @@ class FLUSH(Protocol):
         self.up_prot.up(Event(EventType.CONFIG, dict(cfg)))
         self.down_prot.down(Event(EventType.CONFIG, dict(cfg)))
         self._view_counter = 0
-        self._stopped.clear()
         self._flush_promise.reset()
         self._unblock_promise.reset()
         with self._gate:
@@ -182,7 +180,6 @@ class FLUSH(Protocol):
 
     def stop(self) -> None:
         """Unlike 2.12, a sender still waiting for a flush to end is let go (into a stopped stack)."""
-        self._stopped.set()
         with self._shared:
             self._reset_state()
         with self._flags:
