@@ -130,6 +130,9 @@ def test_e2e_suite_tiny(tmp_path):
     for w in e2e.TWO + e2e.TCP_TWO:
         assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
     assert {("all_1k_3", c) for c in ("java", "jgpy", "mixed")} <= cols
+    for w in e2e.FLUSH_TWO + e2e.FLUSH_THREE:                  # flush-udp.xml rows and the flush latency
+        assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
+    assert len(res["flush_latency"]) == 8 and all(r["flushes"] > 0 for r in res["flush_latency"])
     for r in res["records"]:
         if r["pattern"] in RTT_PATTERNS:
             assert r["rtt_p99_us"]["median"] > 0
@@ -141,6 +144,7 @@ def test_e2e_suite_tiny(tmp_path):
     assert "| throughput jgpy / Java, 1 KB multicast, 1 sender, 2 members |" in md and "INCOMPLETE" not in md
     assert "### Round trip: 100 B multicast request, unicast response, 2 members" in md
     assert "| tcp.xml: throughput jgpy / Java, 1 KB unicast |" in md
+    assert "### Flush latency (flush-udp.xml)" in md
     json.dumps(res)                                            # the JSON file can be written
     pngs = e2e.plots(res, tmp_path)
     if importlib.util.find_spec("matplotlib") is None:

@@ -53,6 +53,7 @@ PROTOCOLS: dict[str, str] = {
     "pbcast.STREAMING_STATE_TRANSFER": "jgpy.protocols.pbcast.streaming_state_transfer:STREAMING_STATE_TRANSFER",
     "JOURNAL": "jgpy.protocols.journal:JOURNAL",
     "TOTAL": "jgpy.protocols.total:TOTAL",
+    "pbcast.FLUSH": "jgpy.protocols.pbcast.flush:FLUSH",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}
