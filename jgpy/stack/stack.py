@@ -52,6 +52,7 @@ PROTOCOLS: dict[str, str] = {
     "FRAG": "jgpy.protocols.frag:FRAG",
     "pbcast.STREAMING_STATE_TRANSFER": "jgpy.protocols.pbcast.streaming_state_transfer:STREAMING_STATE_TRANSFER",
     "JOURNAL": "jgpy.protocols.journal:JOURNAL",
+    "SEQUENCER": "jgpy.protocols.sequencer:SEQUENCER",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}
