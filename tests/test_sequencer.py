@@ -606,8 +606,12 @@ def test_the_sequencing_coordinator_killed_mid_stream(kinds, spark, java_nodes, 
         c.connect()
         victim, survivors = c.nodes[0], c.nodes[1:]
         errors: list = []
-        threads = _send_all(c.nodes, n, errors)
-        assert _wait(lambda: _received(survivors[0]) >= n // 2, 60)
+        # the victim sends a little (a harness answers one command at a time: its stats come once its send is
+        # done), the survivors much: the kill comes once the victim relayed about a quarter of their messages
+        threads = _send_all(survivors, n, errors) + _send_all([victim], n // 4, errors)
+        deadline = time.monotonic() + 60
+        while (at_kill := _received(victim)) < n // 4 + n // 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
         crash_ns = time.monotonic_ns()
         victim.proc.kill()
         victim.proc.wait(timeout=10)
@@ -618,6 +622,7 @@ def test_the_sequencing_coordinator_killed_mid_stream(kinds, spark, java_nodes, 
         assert _wait(lambda: all(len(x.call("view")["members"]) == 2 for x in survivors), 60)
         # every survivor gets both survivors' messages; the victim's as far as they went out
         assert _wait(lambda: all(_received(x) >= 2 * n for x in survivors), 120), [_received(x) for x in survivors]
+        assert n // 4 + n // 2 <= at_kill < n // 4 + 2 * n, at_kill          # mid-stream
         last = None
         for _ in range(50):                      # until nothing more comes
             now = [_received(x) for x in survivors]
@@ -626,6 +631,12 @@ def test_the_sequencing_coordinator_killed_mid_stream(kinds, spark, java_nodes, 
             last = now
             time.sleep(0.5)
         figures("survivors' deliveries (2 x sent by survivors + the victim's)", sum(last) / len(last))
+        figures("deliveries at the coordinator when it was killed", at_kill)
+        # the jgpy survivor took over the sequencing (it relayed FORWARDs) or resent what it had forwarded
+        seq = _sequencer_stats(next(x for x in survivors if x.name[0] == "p"))
+        figures("jgpy survivor: FORWARDs relayed as the new coordinator", seq["received_forwards"])
+        figures("jgpy survivor: FORWARDs sent beyond its own messages (resent)", seq["forwarded"] - n)
+        assert seq["received_forwards"] > 0 if survivors[0].name[0] == "p" else seq["forwarded"] > n, seq
         for node in reversed(survivors):
             node.call("disconnect", timeout=60)
     finally:
