@@ -63,6 +63,13 @@ TCP_TWO = [
     Workload("tcp_rtt_100", "tcp.xml: 100 B request/response, 2 members", "rtt", 100, 5_000, 500, 2),
 ]
 TCP_CONFIG = "tcp.xml"
+#: the jar's unchanged sequencer.xml (udp.xml with SEQUENCER above GMS): every member multicasts, so all but the
+#: coordinator forward their messages to it and it multicasts them for them
+SEQ_TWO = [Workload("seq_all_1k_2", "sequencer.xml: 1 KB multicast, both of 2 members send", "all", 1000, 150_000,
+                    15_000, 2)]
+SEQ_THREE = [Workload("seq_all_1k_3", "sequencer.xml: 1 KB multicast, all 3 members send", "all", 1000, 80_000,
+                      8_000, 3)]
+SEQ_CONFIG = "sequencer.xml"
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
 
@@ -165,28 +172,43 @@ def groups(scale: float, members3: bool = True, java: bool = True) -> list[tuple
     return out
 
 
-def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True) -> dict:
+def sequencer_groups(scale: float, members3: bool = True, java: bool = True) -> list[tuple[list[str], list[Workload]]]:
+    """The sequencer.xml clusters and workloads (``SEQ_TWO``, ``SEQ_THREE``)."""
+    out = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in SEQ_TWO])]
+    if members3:
+        out.append((["JJJ", "PPP", "JPP"] if java else ["PPP"], [w.scaled(scale) for w in SEQ_THREE]))
+    return out
+
+
+def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
+        sequencer: bool = True, only_sequencer: bool = False) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
-    the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``)."""
+    the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``sequencer``: also the
+    sequencer.xml ones (``SEQ_TWO``/``SEQ_THREE``, keys ``seq_``); ``only_sequencer``: those alone."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
         progress(f"no Java peer ({reason}): jgpy-only clusters")
     else:
         ensure_compiled()
-    gs = groups(scale, members3, java=reason is None)
+    gs = [] if only_sequencer else groups(scale, members3, java=reason is None)
     workloads = [w for _, ws in gs for w in ws]
-    tcp_gs = [(["JJ", "PP", "JP"] if reason is None else ["PP"], [w.scaled(scale) for w in TCP_TWO])] if tcp else []
-    n = sum(reps * sum(len(P.directions(k, w)) for k in ks) for ks, ws in gs + tcp_gs for w in ws)
-    progress(f"{n} measurements ({reps} repetitions), config {config}{' and ' + TCP_CONFIG if tcp else ''}, "
-             f"scale {scale:g}")
-    raw = run_raw(workloads, reps, scale)
-    records = P.run_suite(gs, reps=reps, config=config, progress=progress, warmup=min(1.0, scale))
+    tcp_gs = [(["JJ", "PP", "JP"] if reason is None else ["PP"], [w.scaled(scale) for w in TCP_TWO])] \
+        if tcp and not only_sequencer else []
+    seq_gs = sequencer_groups(scale, members3, java=reason is None) if sequencer or only_sequencer else []
+    n = sum(reps * sum(len(P.directions(k, w)) for k in ks) for ks, ws in gs + tcp_gs + seq_gs for w in ws)
+    configs = ([config] if gs else []) + ([TCP_CONFIG] if tcp_gs else []) + ([SEQ_CONFIG] if seq_gs else [])
+    progress(f"{n} measurements ({reps} repetitions), config {' and '.join(configs)}, scale {scale:g}")
+    raw = run_raw(workloads, reps, scale) if workloads else {}
+    records = P.run_suite(gs, reps=reps, config=config, progress=progress, warmup=min(1.0, scale)) if gs else []
     for rec in records:
         rec["raw"] = raw_spec(next(w for w in workloads if w.key == rec["workload"]))[0]
     if tcp_gs:                             # no raw limit: rawlimit measures UDP
         records += P.run_suite(tcp_gs, reps=reps, config=TCP_CONFIG, progress=progress, warmup=min(1.0, scale))
         workloads += tcp_gs[0][1]
+    if seq_gs:                             # no raw limit of their own: the udp.xml rows have it
+        records += P.run_suite(seq_gs, reps=reps, config=SEQ_CONFIG, progress=progress, warmup=min(1.0, scale))
+        workloads += [w for _, ws in seq_gs for w in ws]
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "",
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -286,6 +308,11 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     if t:
         add("tcp.xml: round-trip p99 jgpy / Java, 100 B", _med(t.get("jgpy"), "rtt_p99_us"),
             _med(t.get("java"), "rtt_p99_us"), "us")
+    for key, label in (("seq_all_1k_2", "both of 2 send"), ("seq_all_1k_3", "all 3 send")):
+        t = rows.get(key, {})
+        if t:
+            add(f"sequencer.xml: throughput jgpy / Java, 1 KB multicast, {label}", _med(t.get("jgpy"), "recv_msgs_per_s"),
+                _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
         add("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", p, raw, "/s")
@@ -502,11 +529,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--reps", type=int, default=3, help="repetitions (default 3)")
     ap.add_argument("--no-3", dest="members3", action="store_false", help="skip the 3-member clusters")
     ap.add_argument("--config", default="udp.xml", help="stack config (default: the jar's udp.xml)")
+    ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml workloads")
     ap.add_argument("--json", default="", help="write the result to this file")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    result = run(args.scale, args.reps, args.members3, args.config)
+    result = run(args.scale, args.reps, args.members3, args.config, only_sequencer=args.only_sequencer)
     if args.plots:
         for p in plots(result, Path(args.plots)):
             progress(f"wrote {p}")

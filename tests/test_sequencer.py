@@ -13,6 +13,7 @@ from jgpy import DIALECT, UUID, Message, ViewId
 from jgpy.headers import SequencerHeader
 from jgpy.protocols.sequencer import SEQUENCER, SeqnoWindow
 from jgpy.stack.events import Event, EventType
+from jgpy.testing.cluster import wait_all
 from tests.fakestack import TP_ID, FakeNetwork, FakeStack, wait_until
 
 SEQ_ID = 26
@@ -514,21 +515,11 @@ class _Members:
         for node in self.nodes:
             node.call("connect", timeout=90, config="sequencer.xml", cluster=self.cluster, name=node.name,
                       props=self.props, receive="count", journal=str(self.run))
-        assert _wait(lambda: all(len(n.call("view")["members"]) == len(self.nodes) for n in self.nodes), 45)
+        assert wait_all(lambda: all(len(n.call("view")["members"]) == len(self.nodes) for n in self.nodes), 45)
 
     def close(self) -> None:
         for node in self._py:
             node.close()
-
-
-def _wait(pred, timeout: float) -> bool:
-    import time
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return pred()
 
 
 def _received(node) -> int:
@@ -569,7 +560,7 @@ def test_mixed_cluster_delivers_one_total_order(kinds, spark, java_nodes, udp_gr
         for t in _send_all(c.nodes, n, errors):
             t.join(120)
         assert not errors, errors
-        assert _wait(lambda: all(_received(x) == 3 * n for x in c.nodes), 90), [_received(x) for x in c.nodes]
+        assert wait_all(lambda: all(_received(x) == 3 * n for x in c.nodes), 90), [_received(x) for x in c.nodes]
         jgpy_stats = [_sequencer_stats(x) for x in c.nodes if x.name[0] == "p"]
         for node in reversed(c.nodes):
             node.call("disconnect", timeout=60)
@@ -619,9 +610,9 @@ def test_the_sequencing_coordinator_killed_mid_stream(kinds, spark, java_nodes, 
         for t in threads:
             t.join(180)
         assert [e for e in errors if e[0] != victim.name] == []
-        assert _wait(lambda: all(len(x.call("view")["members"]) == 2 for x in survivors), 60)
+        assert wait_all(lambda: all(len(x.call("view")["members"]) == 2 for x in survivors), 60)
         # every survivor gets both survivors' messages; the victim's as far as they went out
-        assert _wait(lambda: all(_received(x) >= 2 * n for x in survivors), 120), [_received(x) for x in survivors]
+        assert wait_all(lambda: all(_received(x) >= 2 * n for x in survivors), 120), [_received(x) for x in survivors]
         assert n // 4 + n // 2 <= at_kill < n // 4 + 2 * n, at_kill          # mid-stream
         last = None
         for _ in range(50):                      # until nothing more comes
