@@ -383,6 +383,14 @@ def test_the_decoder_shows_sequencer_headers_and_the_wrapped_message(capsys):
     junk.put_header(SEQ_ID, SequencerHeader(WRAPPED, ViewId(b, 1)))
     main(["decode", DIALECT.encode_message(junk).hex()])
     assert "wrapped: NOT DECODABLE" in capsys.readouterr().out
+    from jgpy.tools.dump import describe_datagram
+    nested = Message(None, b"innermost")                    # hostile: wrapped in itself, deeper than the stack
+    for k in range(1500):
+        outer = Message(a, DIALECT.object_to_buffer(nested), b)
+        outer.put_header(SEQ_ID, SequencerHeader(FORWARD, ViewId(b, k)))
+        nested = outer
+    lines = describe_datagram(DIALECT.encode_message(nested))
+    assert sum("wrapped msg:" in line for line in lines) == 1
 
 
 # ---- against Java's SEQUENCER (the 2.12.2 jar) -------------------------------------------------------------

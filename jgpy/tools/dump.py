@@ -28,8 +28,8 @@ def describe_message(m, index: int | None = None, what: str = "") -> list[str]:
     lines = [head + " ".join(parts)]
     for pid, hdr in m.headers:
         lines.append(f"    {protocol_label(pid)}: {hdr!r}")
-        if isinstance(hdr, SequencerHeader) and hdr.type != SequencerHeader.BCAST and m.has_buffer():
-            lines.extend(_describe_wrapped(m.buffer))
+        if isinstance(hdr, SequencerHeader) and hdr.type != SequencerHeader.BCAST and m.has_buffer() and not what:
+            lines.extend(_describe_wrapped(m.buffer))           # one level: a wrapped message wraps nothing
     return lines
 
 
