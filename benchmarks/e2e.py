@@ -71,6 +71,13 @@ FLUSH_TWO = [Workload("flush_mcast_1k_2", "flush-udp.xml: 1 KB multicast, 1 send
 FLUSH_THREE = [Workload("flush_mcast_1k_3", "flush-udp.xml: 1 KB multicast, 1 sender, 3 members", "mcast", 1000,
                         100_000, 10_000, 3)]
 FLUSH_LATENCY = [("JJ", "PP", "JP", "PJ"), ("JJJJ", "PPPP", "JPPJ", "PJJP")]
+#: the jar's unchanged sequencer.xml (udp.xml with SEQUENCER above GMS): every member multicasts, so all but the
+#: coordinator forward their messages to it and it multicasts them for them
+SEQ_TWO = [Workload("seq_all_1k_2", "sequencer.xml: 1 KB multicast, both of 2 members send", "all", 1000, 150_000,
+                    15_000, 2)]
+SEQ_THREE = [Workload("seq_all_1k_3", "sequencer.xml: 1 KB multicast, all 3 members send", "all", 1000, 80_000,
+                      8_000, 3)]
+SEQ_CONFIG = "sequencer.xml"
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
 
@@ -239,11 +246,27 @@ def run_flush_rows(scale: float, reps: int, members3: bool = True, java: bool = 
     return records, [w for _, ws in fgs for w in ws], latency
 
 
+def sequencer_groups(scale: float, members3: bool = True, java: bool = True) -> list[tuple[list[str], list[Workload]]]:
+    """The sequencer.xml clusters and workloads (``SEQ_TWO``, ``SEQ_THREE``)."""
+    out = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in SEQ_TWO])]
+    if members3:
+        out.append((["JJJ", "PPP", "JPP"] if java else ["PPP"], [w.scaled(scale) for w in SEQ_THREE]))
+    return out
+
+
+def run_sequencer_rows(scale: float, reps: int, members3: bool = True, java: bool = True) -> tuple[list, list]:
+    """The sequencer.xml rows: (records, workloads); no raw limit of their own (the udp.xml rows have it)."""
+    sgs = sequencer_groups(scale, members3, java)
+    records = P.run_suite(sgs, reps=reps, config=SEQ_CONFIG, progress=progress, warmup=min(1.0, scale))
+    return records, [w for _, ws in sgs for w in ws]
+
+
 def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
-        flush: bool = True) -> dict:
+        flush: bool = True, sequencer: bool = True) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
     the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
-    workloads (``flush_``) and the flush latency (``flush_latency``)."""
+    workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
+    workloads (``seq_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -268,6 +291,10 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
         frecs, fws, latency = run_flush_rows(scale, reps, members3, java=reason is None)
         records += frecs
         workloads += fws
+    if sequencer:
+        srecs, sws = run_sequencer_rows(scale, reps, members3, java=reason is None)
+        records += srecs
+        workloads += sws
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "", "flush_latency": latency,
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -367,6 +394,11 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     if t:
         add("tcp.xml: round-trip p99 jgpy / Java, 100 B", _med(t.get("jgpy"), "rtt_p99_us"),
             _med(t.get("java"), "rtt_p99_us"), "us")
+    for key, label in (("seq_all_1k_2", "both of 2 send"), ("seq_all_1k_3", "all 3 send")):
+        t = rows.get(key, {})
+        if t:
+            add(f"sequencer.xml: throughput jgpy / Java, 1 KB multicast, {label}",
+                _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
         add("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", p, raw, "/s")
@@ -595,18 +627,23 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--config", default="udp.xml", help="stack config (default: the jar's udp.xml)")
     ap.add_argument("--json", default="", help="write the result to this file")
     ap.add_argument("--only-flush", action="store_true", help="only the flush-udp.xml rows and the flush latency")
+    ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    if args.only_flush:
+    if args.only_flush or args.only_sequencer:
         reason = java_unavailable_reason()
         if reason is None:
             ensure_compiled()
         t0 = time.time()
-        recs, ws, lat = run_flush_rows(args.scale, args.reps, args.members3, java=reason is None)
-        result = {"config": FLUSH_CONFIG, "scale": args.scale, "reps": args.reps, "java": reason is None,
-                  "records": recs, "jvm": "", "flush_latency": lat, "raw": {}, "workloads": [w.__dict__ for w in ws],
-                  "seconds": time.time() - t0}
+        lat: list[dict] = []
+        if args.only_flush:
+            recs, ws, lat = run_flush_rows(args.scale, args.reps, args.members3, java=reason is None)
+        else:
+            recs, ws = run_sequencer_rows(args.scale, args.reps, args.members3, java=reason is None)
+        result = {"config": FLUSH_CONFIG if args.only_flush else SEQ_CONFIG, "scale": args.scale, "reps": args.reps,
+                  "java": reason is None, "records": recs, "jvm": "", "flush_latency": lat, "raw": {},
+                  "workloads": [w.__dict__ for w in ws], "seconds": time.time() - t0}
     else:
         result = run(args.scale, args.reps, args.members3, args.config)
     if args.plots:

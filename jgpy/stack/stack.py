@@ -54,6 +54,7 @@ PROTOCOLS: dict[str, str] = {
     "JOURNAL": "jgpy.protocols.journal:JOURNAL",
     "TOTAL": "jgpy.protocols.total:TOTAL",
     "pbcast.FLUSH": "jgpy.protocols.pbcast.flush:FLUSH",
+    "SEQUENCER": "jgpy.protocols.sequencer:SEQUENCER",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}
