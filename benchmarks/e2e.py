@@ -63,6 +63,21 @@ TCP_TWO = [
     Workload("tcp_rtt_100", "tcp.xml: 100 B request/response, 2 members", "rtt", 100, 5_000, 500, 2),
 ]
 TCP_CONFIG = "tcp.xml"
+#: 1 KB multicasts on the jar's flush-udp.xml (pbcast.FLUSH on top: every multicast passes its check; no flush
+#: runs while measuring) and the flush itself: start_flush to completion, from the coordinator (FLUSH_LATENCY)
+FLUSH_CONFIG = "flush-udp.xml"
+FLUSH_TWO = [Workload("flush_mcast_1k_2", "flush-udp.xml: 1 KB multicast, 1 sender, 2 members", "mcast", 1000,
+                      150_000, 15_000, 2)]
+FLUSH_THREE = [Workload("flush_mcast_1k_3", "flush-udp.xml: 1 KB multicast, 1 sender, 3 members", "mcast", 1000,
+                        100_000, 10_000, 3)]
+FLUSH_LATENCY = [("JJ", "PP", "JP", "PJ"), ("JJJJ", "PPPP", "JPPJ", "PJJP")]
+#: the jar's unchanged sequencer.xml (udp.xml with SEQUENCER above GMS): every member multicasts, so all but the
+#: coordinator forward their messages to it and it multicasts them for them
+SEQ_TWO = [Workload("seq_all_1k_2", "sequencer.xml: 1 KB multicast, both of 2 members send", "all", 1000, 150_000,
+                    15_000, 2)]
+SEQ_THREE = [Workload("seq_all_1k_3", "sequencer.xml: 1 KB multicast, all 3 members send", "all", 1000, 80_000,
+                      8_000, 3)]
+SEQ_CONFIG = "sequencer.xml"
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
 
@@ -165,9 +180,93 @@ def groups(scale: float, members3: bool = True, java: bool = True) -> list[tuple
     return out
 
 
-def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True) -> dict:
+def flush_groups(scale: float, java: bool = True, members3: bool = True) -> list[tuple[list[str], list[Workload]]]:
+    out = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in FLUSH_TWO])]
+    if members3:
+        out.append((["JJJ", "PPP", "JPP"] if java else ["PPP"], [w.scaled(scale) for w in FLUSH_THREE]))
+    return out
+
+
+def flush_latency(flushes: int = 20, java: bool = True, clusters=None) -> list[dict]:
+    """``Channel.start_flush`` / ``JChannel.startFlush`` from the coordinator to completion (the flush of the whole
+    view, timed inside the member), ``flushes`` times per cluster on ``flush-udp.xml``; each is stopped before the
+    next. One record per cluster: its kinds, the coordinator's kind, the start and stop times (summaries, ms)."""
+    import uuid
+
+    from jgpy.testing.java import JavaNode, PyNode, udp_props
+    out = []
+    for kinds in (k for group in (clusters or FLUSH_LATENCY) for k in group):
+        if not java and "J" in kinds:
+            continue
+        props = udp_props(*unique_group())
+        cluster = f"flushlat-{uuid.uuid4().hex[:8]}"
+        nodes = []
+        try:
+            for i, k in enumerate(kinds):
+                node = JavaNode(name=f"{k}{i + 1}") if k == "J" else PyNode(name=f"{k}{i + 1}")
+                nodes.append(node)
+                node.connect(FLUSH_CONFIG, cluster, props, receive="count", timeout=120)
+            deadline = time.monotonic() + 60
+            while any(len(n.view()["members"] or ()) != len(kinds) for n in nodes):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{kinds}: no full view")
+                time.sleep(0.1)
+            coord = nodes[0]
+            starts, stops, failed = [], [], 0
+            for _ in range(flushes + 2):                 # the first two warm up
+                rep = coord.call("start_flush", timeout=60)
+                stop = coord.call("stop_flush", timeout=60)
+                if not rep["result"]:
+                    failed += 1
+                    continue
+                starts.append(rep["seconds"] * 1000)
+                stops.append(stop["seconds"] * 1000)
+                time.sleep(0.05)
+            starts, stops = starts[2:], stops[2:]
+            rec = {"cluster": kinds, "members": len(kinds), "coordinator": "java" if kinds[0] == "J" else "jgpy",
+                   "start_ms": P.summarize(starts), "stop_ms": P.summarize(stops), "failed": failed,
+                   "flushes": len(starts)}
+            progress(f"flush latency {kinds}: start->completion median {rec['start_ms']['median']:.2f} ms "
+                     f"(min {rec['start_ms']['min']:.2f}, max {rec['start_ms']['max']:.2f}), stop "
+                     f"{rec['stop_ms']['median']:.2f} ms, {failed} failed")
+            out.append(rec)
+        finally:
+            for n in nodes:
+                n.close()
+    return out
+
+
+def run_flush_rows(scale: float, reps: int, members3: bool = True, java: bool = True) -> tuple[list, list, list]:
+    """The flush-udp.xml rows: (records, workloads, flush latency records)."""
+    fgs = flush_groups(scale, java, members3)
+    records = P.run_suite(fgs, reps=reps, config=FLUSH_CONFIG, progress=progress, warmup=min(1.0, scale))
+    for rec in records:
+        rec["raw"] = "mcast_1000"
+    latency = flush_latency(max(5, int(20 * min(1.0, scale * 4))), java=java)
+    return records, [w for _, ws in fgs for w in ws], latency
+
+
+def sequencer_groups(scale: float, members3: bool = True, java: bool = True) -> list[tuple[list[str], list[Workload]]]:
+    """The sequencer.xml clusters and workloads (``SEQ_TWO``, ``SEQ_THREE``)."""
+    out = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in SEQ_TWO])]
+    if members3:
+        out.append((["JJJ", "PPP", "JPP"] if java else ["PPP"], [w.scaled(scale) for w in SEQ_THREE]))
+    return out
+
+
+def run_sequencer_rows(scale: float, reps: int, members3: bool = True, java: bool = True) -> tuple[list, list]:
+    """The sequencer.xml rows: (records, workloads); no raw limit of their own (the udp.xml rows have it)."""
+    sgs = sequencer_groups(scale, members3, java)
+    records = P.run_suite(sgs, reps=reps, config=SEQ_CONFIG, progress=progress, warmup=min(1.0, scale))
+    return records, [w for _, ws in sgs for w in ws]
+
+
+def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
+        flush: bool = True, sequencer: bool = True) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
-    the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``)."""
+    the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
+    workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
+    workloads (``seq_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -187,8 +286,17 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
     if tcp_gs:                             # no raw limit: rawlimit measures UDP
         records += P.run_suite(tcp_gs, reps=reps, config=TCP_CONFIG, progress=progress, warmup=min(1.0, scale))
         workloads += tcp_gs[0][1]
+    latency: list[dict] = []
+    if flush:
+        frecs, fws, latency = run_flush_rows(scale, reps, members3, java=reason is None)
+        records += frecs
+        workloads += fws
+    if sequencer:
+        srecs, sws = run_sequencer_rows(scale, reps, members3, java=reason is None)
+        records += srecs
+        workloads += sws
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
-            "jvm": jvm_info() if reason is None else "",
+            "jvm": jvm_info() if reason is None else "", "flush_latency": latency,
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
 
 
@@ -286,6 +394,11 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     if t:
         add("tcp.xml: round-trip p99 jgpy / Java, 100 B", _med(t.get("jgpy"), "rtt_p99_us"),
             _med(t.get("java"), "rtt_p99_us"), "us")
+    for key, label in (("seq_all_1k_2", "both of 2 send"), ("seq_all_1k_3", "all 3 send")):
+        t = rows.get(key, {})
+        if t:
+            add(f"sequencer.xml: throughput jgpy / Java, 1 KB multicast, {label}",
+                _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
         add("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", p, raw, "/s")
@@ -392,6 +505,16 @@ def markdown(result: dict) -> list[str]:
                       f"{fig([row.get('java')], 'java', 'cpu_s_per_1k')} | "
                       f"{fig([row.get('jgpy')], 'jgpy', 'cpu_s_per_1k')} | "
                       f"{fig(mixed, 'java', 'cpu_s_per_1k')} / {fig(mixed, 'jgpy', 'cpu_s_per_1k')} |")
+    if result.get("flush_latency"):
+        md += ["", "### Flush latency (flush-udp.xml)", "",
+               "`start_flush()` from the coordinator to the flush's completion (START_FLUSH, every member's "
+               "block() and FLUSH_COMPLETED, the reconciliation when digests differ), then `stop_flush()` (STOP_FLUSH "
+               "until its own unblock()), timed inside the member; median (min–max) in ms over the flushes.", "",
+               "| cluster | coordinator | members | start → completion ms | stop ms | flushes | failed |",
+               "|---|---|---:|---:|---:|---:|---:|"]
+        for r in result["flush_latency"]:
+            md.append(f"| {r['cluster']} | {r['coordinator']} | {r['members']} | {_cell(r, 'start_ms', 2)} | "
+                      f"{_cell(r, 'stop_ms', 2)} | {r['flushes']} | {r['failed']} |")
     md += ["", "### Raw limit of the machine (`build/rawlimit`)", "",
            "| run | datagrams/s | MB/s | received share | round trip median / p99 / p99.9 us |",
            "|---|---:|---:|---:|---:|"]
@@ -503,10 +626,26 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--no-3", dest="members3", action="store_false", help="skip the 3-member clusters")
     ap.add_argument("--config", default="udp.xml", help="stack config (default: the jar's udp.xml)")
     ap.add_argument("--json", default="", help="write the result to this file")
+    ap.add_argument("--only-flush", action="store_true", help="only the flush-udp.xml rows and the flush latency")
+    ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    result = run(args.scale, args.reps, args.members3, args.config)
+    if args.only_flush or args.only_sequencer:
+        reason = java_unavailable_reason()
+        if reason is None:
+            ensure_compiled()
+        t0 = time.time()
+        lat: list[dict] = []
+        if args.only_flush:
+            recs, ws, lat = run_flush_rows(args.scale, args.reps, args.members3, java=reason is None)
+        else:
+            recs, ws = run_sequencer_rows(args.scale, args.reps, args.members3, java=reason is None)
+        result = {"config": FLUSH_CONFIG if args.only_flush else SEQ_CONFIG, "scale": args.scale, "reps": args.reps,
+                  "java": reason is None, "records": recs, "jvm": "", "flush_latency": lat, "raw": {},
+                  "workloads": [w.__dict__ for w in ws], "seconds": time.time() - t0}
+    else:
+        result = run(args.scale, args.reps, args.members3, args.config)
     if args.plots:
         for p in plots(result, Path(args.plots)):
             progress(f"wrote {p}")

@@ -26,7 +26,7 @@ methods (``get_state``/``set_state``, partial and stream variants) as ``state``:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, BinaryIO, Callable, Mapping, TypeVar
+from typing import Any, AsyncIterator, BinaryIO, Callable, Mapping, Sequence, TypeVar
 
 from jgpy._core.address import Address, UUID
 from jgpy._core.message import Message
@@ -153,6 +153,14 @@ class AsyncChannel:
         """:meth:`Channel.get_state` without blocking the loop: True once ``state.set_state`` (or the
         partial/stream variant) ran, False when there was no state or after ``timeout`` ms."""
         return await self._run(self.channel.get_state, target, timeout, state_id)
+
+    async def start_flush(self, participants: Sequence[Address] | None = None, automatic_resume: bool = False) -> bool:
+        """:meth:`Channel.start_flush` without blocking the loop (a stack with pbcast.FLUSH)."""
+        return await self._run(self.channel.start_flush, participants, automatic_resume)
+
+    async def stop_flush(self, participants: Sequence[Address] | None = None) -> None:
+        """:meth:`Channel.stop_flush` without blocking the loop."""
+        await self._run(self.channel.stop_flush, participants)
 
     async def disconnect(self) -> None:
         await self._run(self.channel.disconnect)

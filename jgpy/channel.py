@@ -27,6 +27,15 @@ State transfer (a stack with pbcast.STATE_TRANSFER or pbcast.STREAMING_STATE_TRA
 The byte state, a partial state (``get_partial_state(state_id)``/``set_partial_state(state_id, state)``) and
 streams (``get_state_stream(out, state_id)``/``set_state_stream(inp, state_id)``, binary file-like objects)
 mirror JGroups' ``MessageListener``/``ExtendedMessageListener``; see :class:`Receiver`.
+
+Flushing (a stack with pbcast.FLUSH, e.g. the jar's ``flush-udp.xml``): views change and states are
+transferred with the group quiet (virtual synchrony: a multicast sent in a view is delivered in that view).
+The receiver's ``block()`` runs when a flush begins (send nothing more until ``unblock()``: a multicast sent
+meanwhile waits until the flush ends); the application can flush too:
+
+>>> if ch.start_flush():                            # everybody delivered what was sent, nobody sends
+...     try: ...                                    # e.g. a consistent snapshot
+...     finally: ch.stop_flush()
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ import logging
 import random
 import socket
 import threading
-from typing import Any, BinaryIO, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from jgpy._core.address import UUID, Address, set_logical_name
 from jgpy._core.batch import split_by_flag
@@ -43,8 +52,9 @@ from jgpy._core.sendpath import ChannelSend
 from jgpy._core.message import Message
 from jgpy._core.types import View
 from jgpy.errors import JgpyError
+from jgpy.protocols.pbcast.flush import start_flush_with_retries
 from jgpy.stack.config import StackConfig
-from jgpy.stack.events import Event, EventType, StateTransferInfo
+from jgpy.stack.events import ConnectArg, Event, EventType, StateTransferInfo
 from jgpy.stack.promise import Promise
 from jgpy.stack.protocol import Protocol
 from jgpy.stack.stack import ProtocolStack
@@ -94,10 +104,13 @@ class Receiver:
         """A member is suspected to have crashed."""
 
     def block(self) -> None:
-        """FLUSH: stop sending until unblock()."""
+        """FLUSH: a flush begins; send what must still go out in this view, then nothing until
+        :meth:`unblock` (a multicast sent meanwhile waits for the flush to end, or, sent from a receiver
+        callback, goes out when it ends). Runs on the delivery thread before the flush goes on; the first
+        one comes on connect (the join's flush)."""
 
     def unblock(self) -> None:
-        """FLUSH is over."""
+        """FLUSH: the flush is over; sending may go on."""
 
     # ---- state transfer (JGroups' MessageListener / ExtendedMessageListener) ----
     #
@@ -243,6 +256,7 @@ class Channel:
         self._state = "open"
         self._lock = threading.RLock()
         self._state_transfer_supported = False      # set by the CONFIG event of a state transfer protocol
+        self._flush_supported = False               # set by the CONFIG event of pbcast.FLUSH
         self._state_promise = Promise()
         self._state_lock = threading.Lock()         # one get_state() at a time (Java shares one promise too)
         self._top = _StackTop(self)
@@ -279,22 +293,48 @@ class Channel:
     def is_open(self) -> bool:
         return self._state != "closed"
 
-    def connect(self, cluster_name: str) -> Channel:
-        """Join ``cluster_name`` (or found it): returns once a view with this member is installed."""
+    def connect(self, cluster_name: str, *, use_flush: bool = True) -> Channel:
+        """Join ``cluster_name`` (or found it): returns once a view with this member is installed. With FLUSH
+        in the stack the coordinator flushes the group around the join unless ``use_flush`` is False
+        (``JChannel.connect(cluster, useFlushIfPresent)``); ``block()`` is called first, ``unblock()`` when
+        the join's flush ends."""
+        self._connect(ConnectArg(cluster_name, use_flush) if not use_flush else cluster_name)
+        return self
+
+    def connect_with_state(self, cluster_name: str, target: Address | None = None, state_id: str | None = None,
+                           timeout: int = 5000, *, use_flush: bool = True) -> bool:
+        """Join ``cluster_name`` and fetch the state from ``target`` (None: the coordinator), as
+        ``JChannel.connect(cluster, target, state_id, timeout)``: with FLUSH one flush spans both the join
+        and the transfer (the coordinator leaves it for us to end). Returns False when there was no state to
+        get (we are the first member); raises ChannelError when the transfer failed."""
+        self._connect(ConnectArg(cluster_name, use_flush, state_transfer=True))
+        can_fetch = self.view is not None and len(self.view.members or ()) > 1
+        try:
+            if not can_fetch:
+                return False
+            if not self._get_state(target, timeout, state_id, flush=False):
+                raise ChannelError(f"{self.name} could not fetch state {state_id or '(full)'} from "
+                                   f"{target or '(the coordinator)'}")
+            return True
+        finally:
+            if self._flush_supported and use_flush and can_fetch:
+                self.stop_flush()
+
+    def _connect(self, cluster_name: str) -> None:
         with self._lock:
             if self._state == "closed":
                 raise ChannelError("the channel is closed; create a new one")
             if self._state == "connected":
                 if cluster_name != self.cluster_name:
                     raise ChannelError(f"already connected to {self.cluster_name!r}; disconnect first")
-                return self
-            self.cluster_name = cluster_name
+                return
+            self.cluster_name = str(cluster_name)
             address = self.address_generator() if self.address_generator is not None else UUID.random()
             self._top.address = address
             set_logical_name(address, self.name or generate_name())
             if self.name is None:
                 self.name = str(address)
-            self.stack.cluster_name = cluster_name
+            self.stack.cluster_name = str(cluster_name)
             self.stack.local_addr = address
             self.stack.start(self.name)
             self._down_msg = self.stack.protocols[-1].down_msg   # protocols may install C send paths at start
@@ -309,7 +349,6 @@ class Channel:
                 raise
             self._state = "connected"
             self._send_core.connected = True
-            return self
 
     def disconnect(self) -> None:
         """Leave the group (gracefully: the coordinator installs a view without us)."""
@@ -382,7 +421,8 @@ class Channel:
 
     # ---- state transfer ----
 
-    def get_state(self, target: Address | None = None, timeout: int = 5000, state_id: str | None = None) -> bool:
+    def get_state(self, target: Address | None = None, timeout: int = 5000, state_id: str | None = None, *,
+                  use_flush: bool = True) -> bool:
         """Fetch the state from ``target`` (None: the coordinator) and install it with the receiver's
         ``set_state``/``set_partial_state``/``set_state_stream`` (``state_id`` None: the whole state, else
         that partial state), as ``JChannel.getState(target, state_id, timeout)``.
@@ -390,8 +430,13 @@ class Channel:
         Returns True once the state is installed; False when there is no state to get (this member is the
         coordinator, the provider returned none or left) or after ``timeout`` ms (0: wait for ever). Call it
         from an application thread: the state arrives on the delivery thread, so a receiver callback
-        cannot wait for it.
+        cannot wait for it. With FLUSH in the stack the group is flushed around the transfer (unless
+        ``use_flush`` is False; 4 attempts 1-5 s apart, as 2.12's ``Util.startFlush``: ChannelError if all
+        fail).
         """
+        return self._get_state(target, timeout, state_id, use_flush)
+
+    def _get_state(self, target: Address | None, timeout: int, state_id: str | None, flush: bool) -> bool:
         if self._state != "connected":
             raise ChannelError("the channel is not connected: call connect() first")
         if not self._state_transfer_supported:
@@ -407,14 +452,65 @@ class Channel:
         if target is not None and target == self.address:
             log.debug("%s: cannot get state from myself: probably the first member", self.name)
             return False
-        with self._state_lock:
-            self._state_promise.reset()
-            self.stack.down(Event(EventType.GET_STATE, StateTransferInfo(target, state_id, int(timeout))))
-            result = self._state_promise.get(timeout if timeout and timeout > 0 else None)
-            ok = result is True
-            if not ok:
-                self.stack.down(Event(EventType.RESUME_STABLE))
-            return ok
+        flush = flush and self._flush_supported
+        if flush and not start_flush_with_retries(lambda: self.start_flush()):
+            raise ChannelError(f"{self.name} could not flush the cluster for state retrieval")
+        try:
+            with self._state_lock:
+                self._state_promise.reset()
+                self.stack.down(Event(EventType.GET_STATE, StateTransferInfo(target, state_id, int(timeout))))
+                result = self._state_promise.get(timeout if timeout and timeout > 0 else None)
+                ok = result is True
+        finally:
+            if flush:
+                self.stop_flush()
+        if not ok:
+            self.stack.down(Event(EventType.RESUME_STABLE))
+        return ok
+
+    # ---- flushing (pbcast.FLUSH) ----
+
+    @property
+    def flush_supported(self) -> bool:
+        """True when the stack has pbcast.FLUSH."""
+        return self._flush_supported
+
+    def start_flush(self, participants: Sequence[Address] | None = None, automatic_resume: bool = False) -> bool:
+        """Flush the group (``participants`` None) or those members of the view: they deliver everything
+        multicast so far and multicast nothing more until :meth:`stop_flush` (``JChannel.startFlush``).
+        Returns True once the flush completed, False if it did not within FLUSH's ``start_flush_timeout``
+        (e.g. another flush was running; 2.12 applications retry, as ``Util.startFlush`` does).
+        ``automatic_resume``: stop the flush right away. Not from a receiver callback (the flush is
+        delivered on that thread)."""
+        self._check_flush("start_flush")
+        if participants is not None:
+            view = self.view
+            members = set(view.members or ()) if view is not None else set()
+            missing = [p for p in participants if p not in members]
+            if missing:
+                raise ValueError(f"current view {view} does not contain all flush participants {list(participants)}")
+            participants = list(participants)
+        ok = bool(self.stack.down(Event(EventType.SUSPEND, participants)))
+        if automatic_resume:
+            self.stop_flush(participants)
+        return ok
+
+    def stop_flush(self, participants: Sequence[Address] | None = None) -> None:
+        """End the flush: STOP_FLUSH to everybody (or to ``participants``), who then call ``unblock()`` and
+        may send again (``JChannel.stopFlush``). A participant waits (FLUSH's ``end_flush_timeout``) for its
+        own ``unblock()``."""
+        self._check_flush("stop_flush")
+        self.stack.down(Event(EventType.RESUME, list(participants) if participants is not None else None))
+
+    def _check_flush(self, what: str) -> None:
+        if self._state != "connected":
+            raise ChannelError("the channel is not connected: call connect() first")
+        if not self._flush_supported:
+            raise ChannelError("flush is not supported: add pbcast.FLUSH to the stack configuration")
+        ex = self.stack.delivery
+        if ex is not None and ex.in_thread():
+            raise ChannelError(f"{what}() cannot be called on the delivery thread (from a receiver callback): the "
+                               "flush is delivered on that thread")
 
     def _state_event(self, evt: Event) -> Any:
         """GET_APPLSTATE, GET_STATE_OK and the streams, as ``JChannel.up`` handles them."""
@@ -484,6 +580,8 @@ class Channel:
             cfg = evt.arg
             if isinstance(cfg, dict) and cfg.get("state_transfer") is not None:
                 self._state_transfer_supported = bool(cfg["state_transfer"])
+            if isinstance(cfg, dict) and cfg.get("flush_supported") is not None:
+                self._flush_supported = bool(cfg["flush_supported"])
         return None
 
     # ---- diagnostics ----

@@ -128,7 +128,7 @@ def test_message_size_matches_java(java_probe):
 
     @settings(max_examples=1500, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
-    @given(S.messages())
+    @given(S.messages(java=True))
     def collect(m):
         try:
             DIALECT.encode(m)

@@ -43,7 +43,14 @@ PROTOCOL_IDS = {
     "CENTRAL_LOCK": 50, "PEER_LOCK": 51, "CENTRAL_EXECUTOR": 52,
     "blocks.PullPushAdapter": 200, "blocks.RequestCorrelator": 201, "mux.MuxChannel": 202,
     "mux.Multiplexer": 203, "blocks.mux.MuxRequestCorrelator": 204,
+    # ---- jgpy's own protocols (not in the jar; for jgpy-only clusters): ids above 2.12's custom bound ----
+    "TOTAL": 513,
 }
+
+#: ids above this and magic numbers above that are custom (Java's ClassConfigurator reserves the ranges below
+#: for JGroups itself): jgpy's own protocols and header classes live there, outside everything 2.12 uses
+MAX_JGROUPS_PROTOCOL_ID = 512
+MAX_JGROUPS_MAGIC = 1024
 
 # every transport (TP and its subclasses) files its TpHeader under its own id; every discovery protocol
 # (Discovery and its subclasses) its PingHeaders
@@ -150,6 +157,9 @@ NAKACK_EXTRA_STUB = '''
     @staticmethod
     def xmit_rsp(seqno: int) -> NakAckHeader: ...
 '''
+
+# TOTAL's NEW_VIEW: the members that start afresh, each with the first sequence number it delivers
+TOTAL_STARTS = list_of("total_starts", struct(F("member", ADDRESS), F("seqno", LONG)), none=0)
 
 REQUEST_CORRELATOR = HeaderClass(
     "RequestCorrelatorHeader", 71, "blocks.RequestCorrelator$Header", ("blocks.RequestCorrelator",),
@@ -291,6 +301,36 @@ HEADERS = (
     HeaderClass("MultiDestinationHeader", 72, "blocks.RequestCorrelator$MultiDestinationHeader",
                 ("blocks.RequestCorrelator",), doc="A request with an exclusion list", base=REQUEST_CORRELATOR,
                 types=REQUEST_CORRELATOR.types, fields=(F("exclusion_list", ADDRESSES),)),
+
+    # ---- jgpy's own headers (magic > MAX_JGROUPS_MAGIC): not in the jar, jgpy-only clusters ----
+    HeaderClass(
+        "TotalHeader", 1025, "protocols.TOTAL$TotalHeader", ("TOTAL",),
+        doc="jgpy's TOTAL (sequencer-based total order, seed 003; the type names are the paper's, without "
+            "TOTAL_): a member's REQUEST to the sequencer, the sequencer's BCAST, retransmission (RESEND), "
+            "acknowledgements (CUM_SEQ_ACK), stability (STABLE) and the view change (NEW_VIEW_ACK to the new "
+            "sequencer, NEW_VIEW from it). UNICAST and SEQ_ACK are the paper's and never sent",
+        types={"UNICAST": 0, "BCAST": 1, "REQUEST": 2, "NEW_VIEW": 3, "NEW_VIEW_ACK": 4, "CUM_SEQ_ACK": 5,
+               "SEQ_ACK": 6, "RESEND": 7, "STABLE": 8},
+        fields=(
+            F("type", BYTE, 1),
+            F("view_id", LONG, 0, doc="the epoch: the id of the view whose NEW_VIEW started the sequence this "
+                                      "message belongs to (NEW_VIEW, NEW_VIEW_ACK: the new view's id)"),
+            F("seqno", LONG, 0, when("BCAST", "NEW_VIEW", "NEW_VIEW_ACK", "CUM_SEQ_ACK", "SEQ_ACK", "RESEND",
+                                     "STABLE"),
+              doc="BCAST: the global sequence number; RESEND: the first one asked for; CUM_SEQ_ACK: the highest "
+                  "received without a gap; STABLE: the highest every member has; NEW_VIEW_ACK: the reporter's "
+                  "highest without a gap; NEW_VIEW: the last of the old sequence"),
+            F("high", LONG, 0, when("RESEND", "NEW_VIEW_ACK", "STABLE"),
+              doc="RESEND: the last one asked for; NEW_VIEW_ACK: the last seqno of ``prev_epoch``; STABLE: the "
+                  "highest the sequencer assigned (a member missing the tail asks for it)"),
+            F("req_id", LONG, 0, when("REQUEST", "BCAST"), doc="the original sender's number of the message"),
+            F("sender", ADDRESS, None, when("BCAST"), doc="the original sender"),
+            F("epoch", opt(VIEW_ID), None, when("NEW_VIEW", "NEW_VIEW_ACK"),
+              doc="NEW_VIEW: the sequencer's epoch (the ViewId) it continues; NEW_VIEW_ACK: the reporter's"),
+            F("prev_epoch", opt(VIEW_ID), None, when("NEW_VIEW_ACK"), doc="the epoch before the reporter's"),
+            F("starts", TOTAL_STARTS, None, when("NEW_VIEW"),
+              doc="members that start afresh (joiners), each with the first seqno it delivers"),
+        )),
 )
 
 #: classes of the magic map jgpy does not model, with the protocols that file them under their id

@@ -22,11 +22,19 @@ from jgpy.stack.protocol import Protocol
 
 
 def with_journal(config: str | StackConfig, run_dir: str, **properties: Any) -> StackConfig:
-    """``config`` with a JOURNAL protocol on top writing into ``run_dir`` (replacing one already there)."""
+    """``config`` with a JOURNAL protocol on top writing into ``run_dir`` (replacing one already there).
+
+    With pbcast.FLUSH in the stack, JOURNAL goes right below it: a multicast that FLUSH holds during a flush
+    is sent in the view that follows it, and that is the send view the journal must record (it records the
+    view when the message passes by); FLUSH passes everything else through unchanged. (Its BLOCK/UNBLOCK
+    events start at FLUSH and do not pass JOURNAL then.)"""
     cfg = load_config(config)
     if cfg.get("JOURNAL") is not None:
         cfg = cfg.remove("JOURNAL")
-    return cfg.insert("JOURNAL", {"dir": str(run_dir), **{k: str(v) for k, v in properties.items()}})
+    props = {"dir": str(run_dir), **{k: str(v) for k, v in properties.items()}}
+    flush = next((p.name for p in cfg.protocols if p.name in ("pbcast.FLUSH", "org.jgroups.protocols.pbcast.FLUSH")),
+                 None)
+    return cfg.insert("JOURNAL", props, before=flush) if flush is not None else cfg.insert("JOURNAL", props)
 
 
 class JOURNAL(Protocol):

@@ -42,6 +42,10 @@ class EventType:
     PREPARE_VIEW = "PREPARE_VIEW"
     CONFIG = "CONFIG"                              # arg: dict
     INFO = "INFO"
+    # ---- pbcast.FLUSH ----
+    SUSPEND = "SUSPEND"                            # arg: participants (list) or None; returns True once flushed
+    RESUME = "RESUME"                              # arg: members to send STOP_FLUSH to, or None (everybody)
+    REBROADCAST = "REBROADCAST"                    # down to NAKACK, arg: Digest (fetch what it says others have)
     # ---- state transfer (pbcast.STATE_TRANSFER, pbcast.STREAMING_STATE_TRANSFER, the channel) ----
     GET_APPLSTATE = "GET_APPLSTATE"                # up, arg: StateTransferInfo(state_id); returns StateTransferInfo(state)
     GET_STATE_OK = "GET_STATE_OK"                  # up, arg: StateTransferInfo(target=provider, state_id, state)
@@ -52,6 +56,22 @@ class EventType:
     # jgpy: the NAKACK digest of what the layers above NAKACK (the application included) have finished
     # processing, rather than what NAKACK has handed to the delivery thread (GET_DIGEST); returns Digest
     GET_DELIVERED_DIGEST = "GET_DELIVERED_DIGEST"
+
+
+class ConnectArg(str):
+    """The argument of CONNECT: the cluster name (a ``str``, as every protocol reads it) with the options of
+    2.12's CONNECT_USE_FLUSH / CONNECT_WITH_STATE_TRANSFER(_USE_FLUSH) events: ``use_flush`` (run FLUSH around
+    our join if it is in the stack), ``state_transfer`` (the join is followed by a state transfer, which ends
+    the join's flush)."""
+
+    use_flush: bool
+    state_transfer: bool
+
+    def __new__(cls, cluster: str, use_flush: bool = True, state_transfer: bool = False) -> "ConnectArg":
+        self = super().__new__(cls, cluster)
+        self.use_flush = use_flush
+        self.state_transfer = state_transfer
+        return self
 
 
 @dataclass(slots=True)

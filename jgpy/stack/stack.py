@@ -52,6 +52,9 @@ PROTOCOLS: dict[str, str] = {
     "FRAG": "jgpy.protocols.frag:FRAG",
     "pbcast.STREAMING_STATE_TRANSFER": "jgpy.protocols.pbcast.streaming_state_transfer:STREAMING_STATE_TRANSFER",
     "JOURNAL": "jgpy.protocols.journal:JOURNAL",
+    "TOTAL": "jgpy.protocols.total:TOTAL",
+    "pbcast.FLUSH": "jgpy.protocols.pbcast.flush:FLUSH",
+    "SEQUENCER": "jgpy.protocols.sequencer:SEQUENCER",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}

@@ -154,11 +154,32 @@ class Node:
         if c.get("address") is not None:             # a chosen address (e.g. to decide who leads a merge)
             fixed = from_json(c["address"])
             self.channel.address_generator = lambda: fixed
-        self.channel.connect(c["cluster"])
+        st = c.get("state")               # {"target", "state_id", "timeout"}: connect with a state transfer
+        state = None
+        if st is None:
+            self.channel.connect(c["cluster"])
+        else:
+            target = from_json(st["target"]) if st.get("target") is not None else None
+            state = self.channel.connect_with_state(c["cluster"], target, st.get("state_id"),
+                                                    int(st.get("timeout") or 5000))
         ch = self.channel
         physical = ch.stack.transport.physical_addr
         return {"address": to_json(ch.address), "name": ch.name, "physical": to_json(physical),
-                "view": self._view_body(ch.view)}
+                "view": self._view_body(ch.view), "state": state}
+
+    def cmd_start_flush(self, c: dict) -> dict:
+        ch = self._require()
+        members = [self._resolve(m) for m in c["members"]] if c.get("members") is not None else None
+        t0 = time.perf_counter()
+        rc = ch.start_flush(members, bool(c.get("automatic_resume")))
+        return {"result": rc, "seconds": time.perf_counter() - t0}
+
+    def cmd_stop_flush(self, c: dict) -> dict:
+        ch = self._require()
+        members = [self._resolve(m) for m in c["members"]] if c.get("members") is not None else None
+        t0 = time.perf_counter()
+        ch.stop_flush(members)
+        return {"seconds": time.perf_counter() - t0}
 
     def cmd_send(self, c: dict) -> dict:
         from jgpy import Message

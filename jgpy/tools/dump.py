@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jgpy import DIALECT, WireFormatError
+from jgpy import DIALECT, Message, WireFormatError
 from jgpy._core import jg212
 from jgpy._core.message import flags_to_string
 from jgpy.errors import version_string
+from jgpy.headers import SequencerHeader
 
 
 def protocol_label(pid: int) -> str:
@@ -15,8 +16,8 @@ def protocol_label(pid: int) -> str:
     return f"{name}({pid})" if name else f"id {pid}"
 
 
-def describe_message(m, index: int | None = None) -> list[str]:
-    head = f"msg {index}: " if index is not None else "msg: "
+def describe_message(m, index: int | None = None, what: str = "") -> list[str]:
+    head = f"{what}msg {index}: " if index is not None else f"{what}msg: "
     parts = [f"src={m.src}", f"dst={m.dest if m.dest is not None else '<all>'}"]
     if m.flags:
         parts.append(f"flags={flags_to_string(m.flags)}")
@@ -27,7 +28,20 @@ def describe_message(m, index: int | None = None) -> list[str]:
     lines = [head + " ".join(parts)]
     for pid, hdr in m.headers:
         lines.append(f"    {protocol_label(pid)}: {hdr!r}")
+        if isinstance(hdr, SequencerHeader) and hdr.type != SequencerHeader.BCAST and m.has_buffer() and not what:
+            lines.extend(_describe_wrapped(m.buffer))           # one level: a wrapped message wraps nothing
     return lines
+
+
+def _describe_wrapped(payload: bytes) -> list[str]:
+    """The message a SEQUENCER FORWARD/WRAPPED_BCAST carries (``Util.objectToByteBuffer(msg)``), indented."""
+    try:
+        inner = DIALECT.object_from_buffer(payload)
+    except Exception as e:  # noqa: BLE001 - reported, never raised: the decoder shows hostile traffic too
+        return [f"      wrapped: NOT DECODABLE: {e}"]
+    if not isinstance(inner, Message):
+        return [f"      wrapped: not a message: {inner!r}"[:200]]
+    return ["      " + line for line in describe_message(inner, None, "wrapped ")]
 
 
 def describe_datagram(data: bytes, prefix: str = "") -> list[str]:

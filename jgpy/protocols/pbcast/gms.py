@@ -33,6 +33,7 @@ from jgpy._core.headers import GmsHeader
 from jgpy._core.message import Message
 from jgpy._core.types import Digest, JoinRsp, MergeView, View, ViewId
 from jgpy.protocols.guard import MessageGuard
+from jgpy.protocols.pbcast.flush import start_flush_with_retries
 from jgpy.protocols.pbcast.merger import MergeData, Merger
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
@@ -266,7 +267,7 @@ class GmsImpl:
         self.gms = gms
         self.leaving = False
 
-    def join(self, mbr) -> None:
+    def join(self, mbr, use_flush: bool = True, state_transfer: bool = False) -> None:
         self.gms.log.warning("join() should not be called on a %s", type(self).__name__)
 
     def leave(self, mbr) -> None:
@@ -332,10 +333,15 @@ class ClientGmsImpl(GmsImpl):
     def __init__(self, gms: "GMS") -> None:
         super().__init__(gms)
         self.join_promise = Promise()
+        self.use_flush = True
+        self.state_transfer = False
 
-    def join(self, mbr) -> None:
+    def join(self, mbr, use_flush: bool = True, state_transfer: bool = False) -> None:
+        """``use_flush``: the coordinator flushes around our join (JOIN_REQ's flag); ``state_transfer``:
+        JOIN_REQ_WITH_STATE_TRANSFER (with FLUSH the coordinator leaves the join's flush for us to end)."""
         gms = self.gms
         self.leaving = False
+        self.use_flush, self.state_transfer = use_flush, state_transfer
         self.join_promise.reset()
         coord = None
         rsp: JoinRsp | None = None
@@ -397,7 +403,8 @@ class ClientGmsImpl(GmsImpl):
 
     def _send_join(self, coord, mbr) -> None:
         msg = Message(coord, None, None, OOB)
-        msg.put_header(self.gms.id, GmsHeader(H.JOIN_REQ, mbr=mbr, use_flush_if_present=True))
+        kind = H.JOIN_REQ_WITH_STATE_TRANSFER if self.state_transfer else H.JOIN_REQ
+        msg.put_header(self.gms.id, GmsHeader(kind, mbr=mbr, use_flush_if_present=self.use_flush))
         self.gms.down_prot.down_msg(msg)
 
     @staticmethod
@@ -552,10 +559,15 @@ class CoordGmsImpl(ServerGmsImpl):
         new_mbrs: list = []
         suspected: list = []
         leaving: list = []
+        use_flush = gms.use_flush_if_present
+        join_and_state_transfer = False
         for req in requests:
             if req.type in (Request.JOIN, Request.JOIN_WITH_STATE_TRANSFER):
                 if req.mbr not in new_mbrs:
                     new_mbrs.append(req.mbr)
+                use_flush = req.use_flush            # 2.12: the last joiner's flag decides
+                if req.type == Request.JOIN_WITH_STATE_TRANSFER:
+                    join_and_state_transfer = True
             elif req.type == Request.LEAVE:
                 (suspected if req.suspected else leaving).append(req.mbr)
             elif req.type == Request.SUSPECT:
@@ -597,6 +609,10 @@ class CoordGmsImpl(ServerGmsImpl):
         gms.down_prot.down(Event(EventType.PREPARE_VIEW, new_view))
         join_rsp = None
         try:
+            if use_flush and not gms.start_flush(new_view) and new_mbrs:
+                # JGRP-759: no JOIN_RSP after a failed flush; the joiner asks again
+                self._send_leave_responses(leaving)
+                return
             if new_mbrs:
                 gms.down_prot.down(Event(EventType.SUSPEND_STABLE, self.MAX_SUSPEND_TIMEOUT))
                 existing = gms.get_digest()
@@ -612,6 +628,8 @@ class CoordGmsImpl(ServerGmsImpl):
         finally:
             if new_mbrs:
                 gms.down_prot.down(Event(EventType.RESUME_STABLE))
+            if use_flush and not join_and_state_transfer:
+                gms.stop_flush()                    # a joiner that fetches the state ends the flush itself
             if i_leave:
                 gms.init_state()
 
@@ -681,8 +699,10 @@ class GMS(Protocol):
         self._rl = RateLimitedLog(self.log)
         self._guard = MessageGuard(self, "a GMS message", self._rl)
         self.num_views = 0
+        self.flush_in_stack = False                 # FLUSH said so (CONFIG flush_supported)
+        self.merge_ack_collector = AckCollector()   # INSTALL_MERGE_VIEW_OKs (with FLUSH)
         self.counters = dict.fromkeys(("views_installed", "views_discarded", "joins_from_existing_members",
-                                       "view_acks_missing"), 0)
+                                       "view_acks_missing", "flushes_failed"), 0)
 
     # ---- roles ----
 
@@ -834,6 +854,27 @@ class GMS(Protocol):
     def get_digest(self) -> Digest | None:
         return self.down_prot.down(Event(EventType.GET_DIGEST))
 
+    # ---- FLUSH ----
+
+    def start_flush(self, view: View | None, attempts: int = 4, floor_ms: int = 1000,
+                    ceiling_ms: int = 5000) -> bool:
+        """With FLUSH in the stack, flush the members of ``view`` that are in ours (2.12's ``_startFlush``: up
+        to ``attempts`` SUSPENDs, a random ``floor_ms`` .. ``ceiling_ms`` apart); True without FLUSH."""
+        if view is None or not view.members or not self.flush_in_stack:
+            return True
+        members = list(view.members)
+        ok = start_flush_with_retries(lambda: bool(self.up_prot.up(Event(EventType.SUSPEND, list(members)))),
+                                      attempts, floor_ms, ceiling_ms)
+        if not ok:
+            self.counters["flushes_failed"] += 1
+            self._rl.warning("flush-failed", "%s: GMS flush by coordinator failed", self.local_addr)
+        return ok
+
+    def stop_flush(self, members: list | None = None) -> None:
+        """RESUME up to FLUSH: STOP_FLUSH to everybody (or to ``members``)."""
+        if self.flush_in_stack:
+            self.up_prot.up(Event(EventType.RESUME, members))
+
     # ---- events ----
 
     def down(self, evt: Event) -> Any:
@@ -845,10 +886,12 @@ class GMS(Protocol):
                 bar = "-" * 67
                 print(f"\n{bar}\nGMS: address={self.local_addr}, cluster={evt.arg}"
                       f"{', physical address=' + str(physical) if physical is not None else ''}\n{bar}", flush=True)
-            self.down_prot.down(evt)
+            use_flush = getattr(evt.arg, "use_flush", True)
+            state_transfer = getattr(evt.arg, "state_transfer", False)
+            self.down_prot.down(Event(EventType.CONNECT, str(evt.arg)))   # below us the arg is the plain name
             self.view_handler.reopen()
             try:
-                self.impl.join(self.local_addr)
+                self.impl.join(self.local_addr, use_flush, state_transfer)
             except BaseException as e:  # noqa: BLE001 - returned to the channel, which raises it
                 return e
             return None
@@ -860,6 +903,8 @@ class GMS(Protocol):
             self.down_prot.down(evt)
             self.init_state()
             return None
+        if t == EventType.CONFIG and isinstance(evt.arg, dict) and evt.arg.get("flush_supported"):
+            self.flush_in_stack = True
         return self.down_prot.down(evt)
 
     def up(self, evt: Event) -> Any:
@@ -868,6 +913,7 @@ class GMS(Protocol):
             ret = self.up_prot.up(evt)
             self.view_handler.add(Request(Request.SUSPECT, evt.arg, True))
             self.ack_collector.suspect(evt.arg)
+            self.merge_ack_collector.suspect(evt.arg)
             return ret
         if t == EventType.UNSUSPECT:
             self.impl.unsuspect(evt.arg)
@@ -933,7 +979,7 @@ class GMS(Protocol):
             if not self.impl.handle_merge_cancelled(hdr.merge_id):
                 self.down_prot.down(Event(EventType.RESUME_STABLE))
         elif t == H.INSTALL_MERGE_VIEW_OK:
-            pass                                # FLUSH's merge acks: jgpy runs no FLUSH
+            self.merge_ack_collector.ack(msg.src)   # with FLUSH: a subgroup coordinator installed the merge view
         elif t == H.GET_DIGEST_RSP:
             if hdr.my_digest is not None:
                 self.impl.handle_digest_response(msg.src, hdr.my_digest)

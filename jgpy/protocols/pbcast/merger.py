@@ -285,10 +285,16 @@ class Merger:
                 raise MergeFailed("could not consolidate merge")
             view, digest = merged
             self.log.debug("%s: merge leader: consolidated view %s, digest %s", me, view, digest)
+            gms.merge_ack_collector.reset(coords)
             for coord in coords:
                 msg = Message(coord)
                 msg.put_header(gms.id, GmsHeader(H.INSTALL_MERGE_VIEW, view=view, my_digest=digest, merge_id=mid))
                 gms.down_prot.down_msg(msg)
+            if gms.flush_in_stack and not gms.merge_ack_collector.wait_for_all(gms.view_ack_collection_timeout):
+                # JGRP-700: with FLUSH the flush spans the merge; the subgroups acknowledge their merge views
+                self.log.warning("%s: failed to collect all ACKs (%d) for merge view %s after %d ms, missing ACKs "
+                                 "from %s", me, len(coords), view.vid, gms.view_ack_collection_timeout,
+                                 sorted(map(str, gms.merge_ack_collector.missing)))
             self.last_merge_ms = now_ms() - started
         except MergeFailed as e:
             self.counters["merges_cancelled"] += 1
@@ -300,6 +306,7 @@ class Merger:
             self._send_cancel(coords_copy, mid)
         finally:
             gms.view_handler.resume(mid)
+            gms.stop_flush()                        # JGRP-700: the flush of every subgroup ends with the merge
             with self._task_lock:
                 self._task = None
 
@@ -329,6 +336,12 @@ class Merger:
             self._send_rejected(sender, mid)
             return
         view = View(gms.view_id, members)
+        if not gms.start_flush(view):               # JGRP-700: with FLUSH, quiet our subgroup for the merge
+            self.log.warning("%s: flush failed; sending merge rejected message to %s, merge_id=%s", gms.local_addr,
+                             sender, mid)
+            self._send_rejected(sender, mid)
+            self.cancel_merge(mid)
+            return
         digest = self.fetch_digests(members)
         if digest is None or len(digest) == 0:
             self.log.error("%s: failed fetching digests from subpartition members; dropping merge response",
@@ -395,6 +408,10 @@ class Merger:
             new_mbrs = [m for m in view.members if m not in current]   # no VIEW_ACKs from the other subgroups
             self.counters["merge_views_installed"] += 1
             gms.cast_view_change(view, data.digest, None, new_mbrs)
+            if gms.flush_in_stack:                  # JGRP-700: the leader waits for this before it ends the flush
+                ack = Message(data.sender, None, None, Message.OOB)
+                ack.put_header(gms.id, GmsHeader(H.INSTALL_MERGE_VIEW_OK))
+                gms.down_prot.down_msg(ack)
             self.counters["merges_completed"] += 1
             self.cancel_merge(mid)
         finally:
@@ -405,6 +422,7 @@ class Merger:
 
     def _handle_merge_cancelled(self, mid: MergeId) -> None:
         try:
+            self.gms.stop_flush()                   # JGRP-524: the flush around our part of the merge ends
             if self.match_merge_id(mid):
                 self.log.debug("%s: merge %s is cancelled", self.gms.local_addr, mid)
                 self.cancel_merge(mid)

@@ -105,7 +105,7 @@ class NAKACK(NakackCore, Protocol):
              "xmit_rsps_sent", "xmit_rsps_received", "missing_msgs_received", "dropped_not_server",
              "dropped_no_window", "dropped_duplicate", "dropped_bad_seqno", "xmit_not_found", "last_msg_xmits",
              "windows_reset_with_pending", "xmit_reqs_dropped_non_member", "xmit_rsps_truncated",
-             "control_failed"), 0)
+             "control_failed", "rebroadcast_timeouts"), 0)
         self._member_set: frozenset = frozenset()
         self._former: dict = {}                  # members that left the view -> when (oldest first)
 
@@ -336,6 +336,46 @@ class NAKACK(NakackCore, Protocol):
                     win.destroy()
                 self._install_window(sender, hd, low)
 
+    def rebroadcast(self, digest: Digest) -> bool:
+        """FLUSH's reconciliation (2.12's REBROADCAST): fetch, with multicast XMIT_REQs, what ``digest`` says
+        others have from a sender and we do not, for at most ``max_rebroadcast_timeout`` ms (requests again
+        every third of it); True once we have it all. Unlike 2.12 it waits until the messages are handed over
+        in order (not only received: a gap below them would let them be delivered after the next view), and
+        asks for a sender's last message too (2.12's range leaves it out when it is the only one missing).
+        Called by FLUSH's own thread."""
+        if digest is None:
+            return True
+        timeout = max(self.max_rebroadcast_timeout, 0) / 1000.0
+        deadline = time.monotonic() + timeout
+        next_request = 0.0
+        me = self.local_addr
+        limit = self.max_xmit_req_size
+        while self.running:
+            missing = []
+            for sender, _low, hd, hr in digest.entries():
+                win = self.windows.get(sender) if sender is not None and sender != me else None
+                if win is None:
+                    continue
+                mine = win.digest()[1]
+                theirs = max(hd, hr)
+                if theirs > mine:
+                    missing.append((sender, mine + 1, theirs))
+            if not missing:
+                return True
+            now = time.monotonic()
+            if now >= deadline:
+                self.counters["rebroadcast_timeouts"] += 1
+                self._rl.warning("rebroadcast", "%s: FLUSH reconciliation: still missing %s after %d ms",
+                                 me, [(str(s), a, b) for s, a, b in missing[:5]], self.max_rebroadcast_timeout)
+                return False
+            if now >= next_request:
+                for sender, first, last in missing:
+                    first = max(1, first)
+                    self.retransmit(first, last if limit <= 0 else min(last, first + limit - 1), sender, True)
+                next_request = now + timeout / 3
+            time.sleep(0.005)
+        return False
+
     def stable(self, digest: Digest) -> None:
         if digest is None or self.local_addr is None:
             return
@@ -375,6 +415,9 @@ class NAKACK(NakackCore, Protocol):
             return None
         if t == EventType.OVERWRITE_DIGEST:
             self.overwrite_digest(evt.arg)
+            return None
+        if t == EventType.REBROADCAST:
+            self.rebroadcast(evt.arg)
             return None
         if t == EventType.TMP_VIEW:
             self.members = list(evt.arg.members or ())

@@ -1,6 +1,7 @@
 package org.jgpy.interop;
 
 import org.jgroups.Address;
+import org.jgroups.Channel;
 import org.jgroups.Event;
 import org.jgroups.ExtendedReceiver;
 import org.jgroups.JChannel;
@@ -171,6 +172,21 @@ public final class JgpyNode {
                 boolean rc=ch.getState(target, state_id, timeout);
                 return Json.obj("result", rc, "seconds", (System.nanoTime() - t0) / 1e9);
             }
+            case "start_flush": {      // JChannel.startFlush([members,] automatic_resume): one attempt, as Java
+                JChannel ch=requireChannel();
+                boolean resume=cmd.get("automatic_resume") != null && Codec.toBool(cmd.get("automatic_resume"), "automatic_resume");
+                List<Address> mbrs=resolveList(cmd.get("members"));
+                long t0=System.nanoTime();
+                boolean rc=mbrs == null ? ch.startFlush(resume) : ch.startFlush(mbrs, resume);
+                return Json.obj("result", rc, "seconds", (System.nanoTime() - t0) / 1e9);
+            }
+            case "stop_flush": {
+                JChannel ch=requireChannel();
+                List<Address> mbrs=resolveList(cmd.get("members"));
+                long t0=System.nanoTime();
+                if(mbrs == null) ch.stopFlush(); else ch.stopFlush(mbrs);
+                return Json.obj("seconds", (System.nanoTime() - t0) / 1e9);
+            }
             case "get_log": {
                 List<Object> entries=new ArrayList<>();
                 for(byte[] e: deliveryLog) entries.add(Json.hex(e));
@@ -264,6 +280,9 @@ public final class JgpyNode {
 
         JChannel ch=new JChannel(config);
         if(name != null) ch.setName(name);
+        holdSends=cmd.get("blocks") != null && Codec.toBool(cmd.get("blocks"), "blocks");
+        synchronized(sendLock) {blocked=false;}
+        if(holdSends) ch.setOpt(Channel.BLOCK, Boolean.TRUE);
         ch.setReceiver(new Recv());
         if(cmd.get("journal") != null) {     // the stack bottom first, as jgpy lists it
             List<String> stack=new ArrayList<>();
@@ -271,8 +290,17 @@ public final class JgpyNode {
             journal=new Journal(Codec.toStr(cmd.get("journal"), "journal"), name, stack, 65536, 1000);
         }
         channel=ch;
+        Map<String,Object> st=cmd.get("state") != null ? Codec.toMap(cmd.get("state"), "state") : null;
+        Object stateResult=null;
         try {
-            ch.connect(cluster);
+            if(st == null)
+                ch.connect(cluster);
+            else {                          // JChannel.connect(cluster, target, state_id, timeout): one flush for both
+                Object to=st.get("timeout");
+                ch.connect(cluster, st.get("target") == null ? null : Codec.buildAddress(st.get("target")),
+                           Codec.toStr(st.get("state_id"), "state_id"), to != null ? Codec.toLong(to, "timeout") : 5000L);
+                stateResult=Boolean.TRUE;
+            }
         }
         catch(Exception e) {
             try {ch.close();} catch(Throwable ignored) {}
@@ -283,7 +311,7 @@ public final class JgpyNode {
         Address addr=ch.getAddress();
         Object phys=ch.downcall(new Event(Event.GET_PHYSICAL_ADDRESS, addr));
         return Json.obj("address", Codec.toJson(addr), "name", ch.getName(), "physical", Codec.toJson(phys),
-                        "view", viewBody(ch.getView()));
+                        "view", viewBody(ch.getView()), "state", stateResult);
     }
 
     Address resolve(Object dest) throws Exception {
@@ -300,6 +328,20 @@ public final class JgpyNode {
         }
         return Codec.buildAddress(dest);
     }
+
+    List<Address> resolveList(Object members) throws Exception {
+        if(members == null) return null;
+        List<Address> out=new ArrayList<>();
+        for(Object m: (List<?>)members) out.add(resolve(m));
+        return out;
+    }
+
+    // connect {"blocks": true}: the channel calls block()/unblock() (setOpt(Channel.BLOCK)) and, as a 2.12
+    // application should, the send loop sends nothing between block() and unblock(): a journal row's view is
+    // then the view the message is sent in (FLUSH would otherwise hold it into the next view)
+    volatile boolean holdSends;
+    boolean blocked;                           // guarded by sendLock
+    final Object sendLock=new Object();
 
     Object send(Map<String,Object> cmd) throws Exception {
         JChannel ch=requireChannel();
@@ -338,9 +380,19 @@ public final class JgpyNode {
             if(oob) flags|=Message.OOB;
             flags|=(byte)extra;
             Codec.set(msg, "flags", flags); // raw byte: setFlag() refuses 0x80
-            Journal j=journal;
-            if(j != null) j.send(msg);
-            ch.send(msg);
+            if(holdSends) {
+                synchronized(sendLock) {
+                    while(blocked) sendLock.wait();
+                    Journal j=journal;
+                    if(j != null) j.send(msg);
+                    ch.send(msg);
+                }
+            }
+            else {
+                Journal j=journal;
+                if(j != null) j.send(msg);
+                ch.send(msg);
+            }
             sent.incrementAndGet();
         }
         return Json.obj("seconds", (System.nanoTime() - t0) / 1e9);
@@ -605,8 +657,14 @@ public final class JgpyNode {
             catch(Throwable t) {errorEvent("suspect", t);}
         }
 
-        public void block()   {Journal j=journal; if(j != null) j.other("block", null, null); event("block");}
-        public void unblock() {Journal j=journal; if(j != null) j.other("unblock", null, null); event("unblock");}
+        public void block() {
+            synchronized(sendLock) {blocked=true;}       // after the send under way, if any
+            Journal j=journal; if(j != null) j.other("block", null, null); event("block");
+        }
+        public void unblock() {
+            synchronized(sendLock) {blocked=false; sendLock.notifyAll();}
+            Journal j=journal; if(j != null) j.other("unblock", null, null); event("unblock");
+        }
 
         public byte[] getState() {
             return getState((String)null);

@@ -1,0 +1,459 @@
+"""SEQUENCER: total order through the coordinator (``org.jgroups.protocols.SEQUENCER``, JGroups 2.12.2).
+
+A member does not multicast itself: it marshals its multicast (``Util.objectToByteBuffer(msg)``), keeps it in
+its *forward table* under its own seqno and sends it to the coordinator as a FORWARD unicast whose header tags
+it ``ViewId(original sender, seqno)``. The coordinator multicasts it as a WRAPPED_BCAST (the same bytes, the
+same tag) through NAKACK, so all members deliver the coordinator's single FIFO stream: one total order. The
+coordinator's own multicasts go out directly as BCAST. A receiver unwraps a WRAPPED_BCAST (the original
+message, the original sender as src), drops what it delivered before (per original sender: the next expected
+seqno plus the seqnos seen above it, as 2.12's ``SeqnoTable``) and passes it up; when the original sender gets
+its own message back, it removes it from its forward table. When the coordinator changes (a view, or a
+SUSPECT of the coordinator), every member resends what is still in its forward table, in seqno order, to the
+new coordinator; duplicates are dropped by the receivers. Wire format and behaviour are 2.12's; 2.12's
+SEQUENCER has no properties of its own, its counters are ``forwarded``, ``broadcast``, ``received_forwards``,
+``received_bcasts``.
+
+Where jgpy deviates (each closes a hole 2.12 has; nothing changes on the wire):
+
+* a FORWARD that reaches a member before it knows it is the new coordinator is kept (bounded:
+  ``max_pending_forwards``) and broadcast once it becomes coordinator; 2.12 drops it and the message is lost
+  (JGRP-1449). A member that becomes coordinator broadcasts its own forward table itself instead of
+  forwarding it to itself (as later JGroups versions do);
+* on a SUSPECT of the coordinator a member that is not next in line holds its multicasts (in its forward
+  table) until the next view, at most ``max_hold_time``, and then resends them all, in order, to that view's
+  coordinator: 2.12 resends at once, and a new coordinator that has not processed the SUSPECT yet drops
+  them, while later ones reach it: lost or reordered. Sends are ordered with the resend (``_send_lock``), so a
+  member's messages keep their order across a coordinator change;
+* hostile input: a FORWARD is relayed only from a member of the view whose tag names that member (2.12 relays
+  anyone's); BCAST/WRAPPED_BCAST are accepted only as multicasts from a member that is or may be the sequencer
+  (the coordinator of this or the previous view, the member next in line, a coordinator chosen on a SUSPECT;
+  2.12 delivers them from anybody) and a WRAPPED_BCAST only if its payload is a multicast of a member of this
+  or the previous view whose src is the tag's sender; a header of an unknown type is dropped (2.12 passes the
+  message up). Each is counted and dropped alone;
+* duplicate detection: a seqno already seen above the next expected one is a duplicate (2.12's ``SeqnoTable``
+  delivers it again); the first seqno seen from a sender starts its table (2.12 expects 0, so a member that
+  joined late keeps every later seqno of older members in a set for ever); the seqnos kept above the next
+  expected one are bounded (``delivery_table_max_size``; beyond it the oldest gap is given up); the table holds
+  members of the current and the previous view only.
+
+What SEQUENCER without FLUSH cannot do, in 2.12 as here: a multicast of the old coordinator that some members
+missed (dropped by their socket) and that the coordinator did not retransmit before it crashed stays missing
+at those members if its original sender had received it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from jgpy._core.headers import SequencerHeader
+from jgpy._core.message import Message
+from jgpy._core.types import MergeView, View, ViewId
+from jgpy.protocols.guard import MessageGuard, retained_bytes
+from jgpy.stack.events import Event, EventType
+from jgpy.stack.logutil import RateLimitedLog
+from jgpy.stack.properties import Property, to_int, to_size
+from jgpy.stack.protocol import UP_HEADER, Protocol
+
+FORWARD, BCAST, WRAPPED_BCAST = SequencerHeader.FORWARD, SequencerHeader.BCAST, SequencerHeader.WRAPPED_BCAST
+NO_TOTAL_ORDER = Message.NO_TOTAL_ORDER
+
+#: the first bytes of ``Util.objectToByteBuffer(Message)``: TYPE_STREAMABLE, present, magic number follows
+_STREAMABLE_PRESENT_MAGIC = b"\x01\x01\x01"
+
+#: jgpy's drop counters (dump_stats)
+DROP_COUNTERS = ("dropped_malformed", "dropped_forward_non_member", "dropped_forward_not_coord",
+                 "dropped_not_sequencer", "dropped_non_member_sender", "duplicates", "pending_forwards_dropped",
+                 "gaps_given_up")
+
+
+class SeqnoWindow:
+    """The seqnos delivered from one original sender: every seqno below ``next``, plus ``above`` (2.12's
+    ``SeqnoTable.Entry``). At most ``limit`` seqnos are kept above ``next``; beyond that the oldest gap is
+    given up (its seqnos count as delivered)."""
+
+    __slots__ = ("next", "above")
+
+    def __init__(self, first: int) -> None:
+        self.next = first + 1
+        self.above: set[int] = set()
+
+    def add(self, seqno: int, limit: int) -> tuple[bool, bool]:
+        """``(deliver, gave_up_a_gap)`` for ``seqno``."""
+        if seqno == self.next:
+            self.next += 1
+            self._drain()
+            return True, False
+        if seqno < self.next or seqno in self.above:
+            return False, False
+        self.above.add(seqno)
+        if len(self.above) <= limit:
+            return True, False
+        self.next = min(self.above)
+        self._drain()
+        return True, True
+
+    def _drain(self) -> None:
+        above = self.above
+        while above and self.next in above:
+            above.remove(self.next)
+            self.next += 1
+
+    def __repr__(self) -> str:
+        return f"{self.next}" + (f" +{len(self.above)}" if self.above else "")
+
+
+class SEQUENCER(Protocol):
+    NAME = "SEQUENCER"
+
+    delivery_table_max_size = Property(
+        to_int, 2000, "jgpy (named as JGroups 3's property): seqnos received above the next expected one that are "
+        "kept per original sender for duplicate detection; beyond that the oldest gap is given up")
+    max_pending_forwards = Property(
+        to_int, 10000, "jgpy: FORWARDs from members received while not (yet) the coordinator that are kept, and "
+        "broadcast if a view or a SUSPECT makes this member the coordinator (2.12 drops them); 0: drop them")
+    max_pending_forward_bytes = Property(
+        to_size, 16 << 20, "jgpy: bytes (of the datagrams they keep alive) of those FORWARDs")
+    max_hold_time = Property(
+        to_int, 10000, "jgpy: ms a member holds its multicasts after a SUSPECT of the coordinator, waiting for the "
+        "view that names the new one (then they are resent to the coordinator it knows)")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._send_lock = threading.Lock()     # sends, coordinator changes and resends, in one order
+        self._lock = threading.Lock()          # the forward and delivery tables (also taken by OOB threads)
+        self._seqno = 0
+        self._forward_table: dict[int, bytes] = {}         # seqno -> marshalled message, in seqno order
+        self._delivery_table: dict[Any, SeqnoWindow] = {}  # original sender -> what was delivered from it
+        self._pending: list[Message] = []                  # FORWARDs received while not the coordinator
+        self._pending_bytes = 0
+        self._view: View | None = None
+        self._members: tuple = ()
+        self._member_set: frozenset = frozenset()
+        self._known: frozenset = frozenset()               # members of this and the previous view
+        self._sequencers: frozenset = frozenset()          # whose BCASTs are accepted
+        self._suspected: set = set()
+        self._holding = False                              # a SUSPECT of the coordinator: forward after the view
+        self._hold_task: Any = None
+        self.coord: Any = None
+        self.is_coord = False
+        self.forwarded_msgs = self.bcast_msgs = self.received_forwards = self.received_bcasts = 0
+        self.delivered_bcasts = 0
+        self.counters = dict.fromkeys(DROP_COUNTERS, 0)
+        self._rl = RateLimitedLog(self.log)
+        self._guard = MessageGuard(self, "a SEQUENCER message", self._rl)
+
+    # ---- JMX-like attributes (2.12's names) ----
+
+    @property
+    def forward_table_size(self) -> int:
+        return len(self._forward_table)
+
+    def is_coordinator(self) -> bool:
+        return self.is_coord
+
+    def reset_stats(self) -> None:
+        self.forwarded_msgs = self.bcast_msgs = self.received_forwards = self.received_bcasts = 0
+        self.delivered_bcasts = 0
+        self.counters = dict.fromkeys(DROP_COUNTERS, 0)
+
+    def dump_stats(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"forwarded": self.forwarded_msgs, "broadcast": self.bcast_msgs,
+                             "received_forwards": self.received_forwards, "received_bcasts": self.received_bcasts,
+                             "delivered_bcasts": self.delivered_bcasts, "is_coord": self.is_coord,
+                             "coord": str(self.coord) if self.coord is not None else None,
+                             "forward_table": len(self._forward_table), "pending_forwards": len(self._pending),
+                             "delivery_table": {str(k): repr(v) for k, v in list(self._delivery_table.items())},
+                             "failed_msgs": self._guard.failed}
+        d.update(self.counters)
+        return d
+
+    # ---- life cycle ----
+
+    def stop(self) -> None:
+        with self._send_lock, self._lock:
+            self._forward_table.clear()
+            self._delivery_table.clear()
+            self._pending.clear()
+            self._pending_bytes = 0
+            self._view = None
+            self._members, self._member_set, self._known, self._sequencers = (), frozenset(), frozenset(), frozenset()
+            self._suspected.clear()
+            self._end_hold()
+            self.coord, self.is_coord = None, False
+
+    # ---- events ----
+
+    def up(self, evt: Event) -> Any:
+        t = evt.type
+        if t == EventType.VIEW_CHANGE:
+            ret = self.up_prot.up(evt)
+            self._handle_view(evt.arg)
+            return ret
+        if t == EventType.SUSPECT:
+            self._handle_suspect(evt.arg)
+        return self.up_prot.up(evt)
+
+    def down(self, evt: Event) -> Any:
+        if evt.type == EventType.VIEW_CHANGE:
+            self._handle_view(evt.arg)
+        return self.down_prot.down(evt)
+
+    def _handle_view(self, view: View) -> None:
+        mbrs = tuple(view.members or ())
+        if not mbrs:
+            return
+        with self._send_lock:
+            if self._view is not None and view.vid.compare_to(self._view.vid) <= 0:
+                return                                         # the same view (up and down) or an older one
+            prev_coord, prev_view_coord, prev_members = self.coord, self._view_coord(), self._members
+            self._view = view
+            self._members, self._member_set = mbrs, frozenset(mbrs)
+            self._known = self._member_set | frozenset(prev_members)
+            self._suspected.clear()
+            seqs = {mbrs[0], prev_view_coord, prev_coord}
+            if len(mbrs) > 1:
+                seqs.add(mbrs[1])                              # next in line: takes over on a SUSPECT
+            if isinstance(view, MergeView):
+                seqs.update(sg.members[0] for sg in view.subgroups or () if sg.members)
+            seqs.discard(None)
+            self._sequencers = frozenset(seqs)
+            new_coord = mbrs[0]
+            resend = new_coord != prev_coord or self._holding
+            self._end_hold()
+            self._set_coord(new_coord, resend)
+            if not self.is_coord and self._pending:
+                self.counters["pending_forwards_dropped"] += len(self._pending)
+                self._pending.clear()
+                self._pending_bytes = 0
+        with self._lock:
+            for sender in [s for s in self._delivery_table if s not in self._known]:
+                del self._delivery_table[sender]
+
+    def _view_coord(self) -> Any:
+        return self._members[0] if self._members else None
+
+    def _handle_suspect(self, mbr: Any) -> None:
+        """2.12's handleSuspect: the first member not suspected is the coordinator from now on. If that is us, we
+        take over at once; else our multicasts wait for the view (see the module's docstring)."""
+        with self._send_lock:
+            if mbr not in self._member_set:
+                return
+            self._suspected.add(mbr)
+            rest = [m for m in self._members if m not in self._suspected]
+            if not rest or rest[0] == self.coord:
+                return
+            self._sequencers = self._sequencers | {rest[0]}
+            if rest[0] == self.local_addr:
+                self._set_coord(rest[0], True)
+                return
+            self.coord = rest[0]
+            if not self._holding and self.max_hold_time > 0 and self.stack.timer is not None:
+                self._holding = True
+                self._hold_task = self.timer.schedule(self.max_hold_time, self._hold_expired, "SEQUENCER hold")
+
+    def _end_hold(self) -> None:
+        """(send lock held)"""
+        self._holding = False
+        if self._hold_task is not None:
+            self._hold_task.cancel()
+            self._hold_task = None
+
+    def _hold_expired(self) -> None:
+        with self._send_lock:
+            if not self._holding:
+                return
+            self._end_hold()
+            self._rl.warning("hold-expired", "%s: no view %d ms after the coordinator was suspected: resending to %s",
+                             self.local_addr, self.max_hold_time, self.coord)
+            self._set_coord(self.coord, True)
+
+    def _set_coord(self, new_coord: Any, resend: bool) -> None:
+        """(send lock held) Make ``new_coord`` our coordinator; on a change, what we forwarded and did not see
+        delivered goes to it again, in seqno order (or out to everybody if we are the coordinator now)."""
+        was_coord = self.is_coord
+        self.coord = new_coord
+        self.is_coord = new_coord is not None and new_coord == self.local_addr
+        if self.is_coord:
+            resend = not was_coord               # what we broadcast ourselves needs no second copy
+        if not resend:
+            return
+        with self._lock:
+            entries = list(self._forward_table.items())
+        if self.is_coord:
+            for seqno, buf in entries:
+                self._broadcast(self.local_addr, seqno, buf, 0, len(buf))
+            pending, self._pending, self._pending_bytes = self._pending, [], 0
+            for msg in pending:
+                if msg.src in self._known:
+                    self._relay(msg, msg.get_header(self.id))
+        elif new_coord is not None:
+            for seqno, buf in entries:
+                self._forward(new_coord, seqno, buf)
+
+    # ---- down ----
+
+    def down_msg(self, msg: Message) -> Any:
+        if msg.dest is not None or msg.flags & NO_TOTAL_ORDER:
+            return self.down_prot.down_msg(msg)
+        local = self.local_addr
+        if msg.src is None:
+            msg.src = local
+        with self._send_lock:
+            seqno = self._seqno
+            self._seqno = seqno + 1
+            if self.is_coord:
+                msg.put_header(self.id, SequencerHeader(BCAST, ViewId(local, seqno)))
+                self.bcast_msgs += 1
+                self.down_prot.down_msg(msg)
+                return None
+            buf = self.stack.dialect.object_to_buffer(msg)
+            with self._lock:
+                self._forward_table[seqno] = buf
+            if self.coord is not None and not self._holding:   # else it goes out with the resend
+                self._forward(self.coord, seqno, buf)
+        return None
+
+    def _forward(self, coord: Any, seqno: int, buf: bytes) -> None:
+        fwd = Message(coord, buf)
+        fwd.put_header(self.id, SequencerHeader(FORWARD, ViewId(self.local_addr, seqno)))
+        self.down_prot.down_msg(fwd)
+        self.forwarded_msgs += 1
+
+    def _broadcast(self, orig: Any, seqno: int, raw: Any, offset: int, length: int) -> None:
+        """Multicast a marshalled message of ``orig`` as WRAPPED_BCAST (the bytes shared, not copied)."""
+        bcast = Message(None, None, self.local_addr)
+        bcast.set_buffer(raw, offset, length)
+        bcast.put_header(self.id, SequencerHeader(WRAPPED_BCAST, ViewId(orig, seqno)))
+        self.down_prot.down_msg(bcast)
+        self.bcast_msgs += 1
+
+    # ---- up ----
+
+    def up_needs(self) -> int:
+        return UP_HEADER
+
+    def up_batch(self, msgs: list) -> None:
+        out: list = []
+        pid = self.id
+        for msg in msgs:
+            if msg.flags & NO_TOTAL_ORDER:
+                out.append(msg)
+                continue
+            try:
+                hdr = msg.get_header(pid)
+                if hdr is None:
+                    out.append(msg)
+                    continue
+                t = hdr.type
+                if t == FORWARD:
+                    self._handle_forward(msg, hdr)
+                elif t == BCAST or t == WRAPPED_BCAST:
+                    self.received_bcasts += 1
+                    deliver = self._handle_bcast(msg, hdr) if t == BCAST else self._unwrap(msg, hdr)
+                    if deliver is not None:
+                        out.append(deliver)
+                else:
+                    self._malformed("type", msg)
+            except Exception:  # noqa: BLE001 - one bad message must not hurt the rest of the batch
+                self._guard.failure(msg)
+        if out:
+            self.up_prot.up_batch(out)
+
+    def _malformed(self, what: str, msg: Message) -> None:
+        self.counters["dropped_malformed"] += 1
+        self._rl.warning("malformed-" + what, "%s: dropped a SEQUENCER message from %s: bad %s (%d so far)",
+                         self.local_addr, msg.src, what, self.counters["dropped_malformed"])
+
+    def _handle_forward(self, msg: Message, hdr: SequencerHeader) -> None:
+        src, tag = msg.src, hdr.tag
+        if tag is None or src is None or tag.coord_addr != src or msg.dest is None or not msg.has_buffer() \
+                or bytes(msg.payload[:3]) != _STREAMABLE_PRESENT_MAGIC:
+            self._malformed("forward", msg)
+            return
+        if src not in self._member_set:
+            self.counters["dropped_forward_non_member"] += 1
+            self._rl.warning("forward-non-member", "%s: dropped a FORWARD from non-member %s", self.local_addr, src)
+            return
+        if not self.is_coord:
+            self._keep_pending(msg)
+            return
+        self._relay(msg, hdr)
+
+    def _relay(self, msg: Message, hdr: SequencerHeader) -> None:
+        self._broadcast(hdr.tag.coord_addr, hdr.tag.id, msg.raw_buffer, msg.offset, msg.length)
+        self.received_forwards += 1
+
+    def _keep_pending(self, msg: Message) -> None:
+        """A FORWARD while we are not the coordinator: kept (bounded) in case we are about to become it."""
+        size = retained_bytes([msg])
+        with self._send_lock:
+            if self.is_coord:                        # became the coordinator meanwhile
+                self._relay(msg, msg.get_header(self.id))
+                return
+            if len(self._pending) < self.max_pending_forwards and \
+                    self._pending_bytes + size <= self.max_pending_forward_bytes:
+                self._pending.append(msg)
+                self._pending_bytes += size
+                return
+        self.counters["dropped_forward_not_coord"] += 1
+        self._rl.warning("forward-not-coord", "%s: not the coordinator (%s is): dropped a FORWARD from %s",
+                         self.local_addr, self.coord, msg.src)
+
+    def _handle_bcast(self, msg: Message, hdr: SequencerHeader) -> Message | None:
+        src, tag = msg.src, hdr.tag
+        if tag is None or src is None or tag.coord_addr != src or msg.dest is not None:
+            self._malformed("bcast", msg)
+            return None
+        if not self._from_sequencer(src):
+            return None
+        return msg if self._can_deliver(src, tag.id) else None
+
+    def _unwrap(self, msg: Message, hdr: SequencerHeader) -> Message | None:
+        """The original message of a WRAPPED_BCAST, if it is one to deliver."""
+        tag = hdr.tag
+        if tag is None or msg.src is None or msg.dest is not None or not msg.has_buffer():
+            self._malformed("bcast", msg)
+            return None
+        if not self._from_sequencer(msg.src):
+            return None
+        try:
+            inner = self.stack.dialect.object_from_buffer(msg.payload)
+        except Exception:  # noqa: BLE001 - whatever it is, it is not a marshalled message
+            inner = None
+        if not isinstance(inner, Message) or inner.dest is not None or inner.src is None or \
+                inner.src != tag.coord_addr:
+            self._malformed("payload", msg)
+            return None
+        if inner.src not in self._known:
+            self.counters["dropped_non_member_sender"] += 1
+            self._rl.warning("non-member-sender", "%s: dropped a WRAPPED_BCAST of non-member %s", self.local_addr,
+                             inner.src)
+            return None
+        return inner if self._can_deliver(inner.src, tag.id) else None
+
+    def _from_sequencer(self, src: Any) -> bool:
+        if src in self._sequencers:
+            return True
+        self.counters["dropped_not_sequencer"] += 1
+        self._rl.warning("not-sequencer", "%s: dropped a broadcast from %s, which is not the sequencer (%s)",
+                         self.local_addr, src, self.coord)
+        return False
+
+    def _can_deliver(self, sender: Any, seqno: int) -> bool:
+        with self._lock:
+            if sender == self.local_addr:
+                self._forward_table.pop(seqno, None)        # our own message is back: delivered
+            win = self._delivery_table.get(sender)
+            if win is None:
+                self._delivery_table[sender] = SeqnoWindow(seqno)
+                ok, gave_up = True, False
+            else:
+                ok, gave_up = win.add(seqno, self.delivery_table_max_size)
+        if gave_up:
+            self.counters["gaps_given_up"] += 1
+        if not ok:
+            self.counters["duplicates"] += 1
+            return False
+        self.delivered_bcasts += 1
+        return True
