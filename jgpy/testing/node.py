@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import signal
 import sys
 import threading
@@ -491,31 +492,58 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = sys.stderr            # anything printed (e.g. the GMS banner) must not pollute the protocol
     node = Node(out)
     node.emit({"event": "ready", "jgpy": __version__, "pid": os.getpid()})
+    # commands run one after the other on a worker thread, in the order they came; control commands (CONTROL)
+    # run at once on the reader: a fault injected while a long send blocks on flow control must not wait for it
+    work: queue.Queue = queue.Queue()
+    worker = threading.Thread(target=_run_commands, args=(node, work), name="node-commands", daemon=True)
+    worker.start()
     for line in sys.stdin:
         line = line.strip()
         if not line:
             continue
-        rid = None
         try:
             cmd = json.loads(line)
-            rid = cmd.get("id")
-            name = cmd.get("cmd")
-            if name == "halt":                       # a crash: no leave, no FD_SOCK goodbye
-                os.kill(os.getpid(), signal.SIGKILL)
-            if name == "exit":
-                _close_journals()
-                node.emit({"reply": rid, "ok": True})
-                os._exit(0)
-            handler = getattr(node, f"cmd_{name}", None)
-            if handler is None:
-                raise ValueError(f"unknown command {name!r}")
-            node.emit({"reply": rid, "ok": True, **(handler(cmd) or {})})
-        except BaseException as e:  # noqa: BLE001 - report every failure to the driver
-            import traceback
-            node.emit({"reply": rid, "ok": False, "error": f"{type(e).__name__}: {e}",
-                       "trace": traceback.format_exc()})
+        except ValueError as e:
+            node.emit({"reply": None, "ok": False, "error": f"{type(e).__name__}: {e}", "trace": ""})
+            continue
+        if cmd.get("cmd") in CONTROL:
+            _run_command(node, cmd)
+        else:
+            work.put(cmd)
+    work.put(None)
+    worker.join()
     _close_journals()
     os._exit(0)
+
+
+#: commands the reader runs at once, ahead of those still queued (fault injection, a crash)
+CONTROL = frozenset({"discard", "halt"})
+
+
+def _run_commands(node: Node, work: queue.Queue) -> None:
+    while (cmd := work.get()) is not None:
+        _run_command(node, cmd)
+
+
+def _run_command(node: Node, cmd: dict) -> None:
+    rid = None
+    try:
+        rid = cmd.get("id")
+        name = cmd.get("cmd")
+        if name == "halt":                       # a crash: no leave, no FD_SOCK goodbye
+            os.kill(os.getpid(), signal.SIGKILL)
+        if name == "exit":
+            _close_journals()
+            node.emit({"reply": rid, "ok": True})
+            os._exit(0)
+        handler = getattr(node, f"cmd_{name}", None)
+        if handler is None:
+            raise ValueError(f"unknown command {name!r}")
+        node.emit({"reply": rid, "ok": True, **(handler(cmd) or {})})
+    except BaseException as e:  # noqa: BLE001 - report every failure to the driver
+        import traceback
+        node.emit({"reply": rid, "ok": False, "error": f"{type(e).__name__}: {e}",
+                   "trace": traceback.format_exc()})
 
 
 def _close_journals() -> None:

@@ -18,6 +18,8 @@ import java.io.ObjectInputStream;
 import java.io.ObjectOutputStream;
 import java.security.MessageDigest;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Set;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.InputStream;
@@ -108,38 +110,64 @@ public final class JgpyNode {
 
     // ------------------------------------------------------------------ command loop
 
+    /** Commands the reader runs at once, ahead of those still queued (fault injection, a crash). */
+    static final Set<String> CONTROL=new HashSet<>(Arrays.asList("discard", "halt"));
+
+    /** Runs one command and emits its reply (or its failure). */
+    void execute(Map<String,Object> cmd) {
+        Object id=cmd.get("id");
+        try {
+            Object cmdName=cmd.get("cmd");
+            if(!(cmdName instanceof String))
+                throw new IllegalArgumentException("command without a \"cmd\" string");
+            Object res=dispatch((String)cmdName, cmd);
+            if(res == NO_REPLY) return;
+            Map<String,Object> reply=Json.obj("reply", id, "ok", true);
+            @SuppressWarnings("unchecked")
+            Map<String,Object> r=(Map<String,Object>)res;
+            if(r != null) reply.putAll(r);
+            emit(reply);
+            if("exit".equals(cmdName)) {
+                proto.flush();
+                System.exit(0);
+            }
+        }
+        catch(Throwable t) {
+            t=unwrap(t);
+            emit(Json.obj("reply", id, "ok", false, "error", describe(t), "trace", trace(t)));
+        }
+    }
+
     void run() throws Exception {
         event("ready", "jgroups", Version.description, "java", System.getProperty("java.version"),
               "charset", Charset.defaultCharset().name());
         BufferedReader in=new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        // commands run one after the other on a worker thread, in the order they came; control commands run at
+        // once on this reader: a fault injected while a long send blocks on flow control must not wait for it
+        java.util.concurrent.ExecutorService worker=java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+            Thread t=new Thread(r, "node-commands");
+            t.setDaemon(true);
+            return t;
+        });
         String line;
         while((line=in.readLine()) != null) {
             if(line.trim().isEmpty()) continue;
-            Object id=null;
+            Map<String,Object> cmd;
             try {
-                Object parsed=Json.parse(line);
-                Map<String,Object> cmd=Codec.toMap(parsed, "command");
-                id=cmd.get("id");
-                Object cmdName=cmd.get("cmd");
-                if(!(cmdName instanceof String))
-                    throw new IllegalArgumentException("command without a \"cmd\" string");
-                Object res=dispatch((String)cmdName, cmd);
-                if(res == NO_REPLY) continue;
-                Map<String,Object> reply=Json.obj("reply", id, "ok", true);
-                @SuppressWarnings("unchecked")
-                Map<String,Object> r=(Map<String,Object>)res;
-                if(r != null) reply.putAll(r);
-                emit(reply);
-                if("exit".equals(cmdName)) {
-                    proto.flush();
-                    System.exit(0);
-                }
+                cmd=Codec.toMap(Json.parse(line), "command");
             }
             catch(Throwable t) {
                 t=unwrap(t);
-                emit(Json.obj("reply", id, "ok", false, "error", describe(t), "trace", trace(t)));
+                emit(Json.obj("reply", null, "ok", false, "error", describe(t), "trace", trace(t)));
+                continue;
             }
+            if(CONTROL.contains(cmd.get("cmd")))
+                execute(cmd);
+            else
+                worker.execute(() -> execute(cmd));
         }
+        worker.shutdown();
+        worker.awaitTermination(1, java.util.concurrent.TimeUnit.HOURS);
         // the driver went away: do not linger
         closeJournal();
         proto.flush();
