@@ -252,6 +252,10 @@ class Soak:
                 s.node.close()
         return self.check(settled)
 
+    def title(self) -> str:
+        return (f"{self.args.minutes:g} min, members {self.args.members}, {self.args.rate:g} multicasts/s per member, "
+                f"seed {self.args.seed}")
+
     def check(self, settled: bool) -> int:
         from jgpy.analysis import check_run
         from jgpy.analysis.spark import get_session, stop_session
@@ -266,9 +270,7 @@ class Soak:
         kinds = {}
         for f in self.faults:
             kinds[f["fault"]] = kinds.get(f["fault"], 0) + 1
-        lines = [f"### {time.strftime('%Y-%m-%d %H:%M')}: {self.args.minutes:g} min, members {self.args.members}, "
-                 f"{self.args.rate:g} multicasts/s per member, seed {self.args.seed}",
-                 "",
+        lines = [f"### {time.strftime('%Y-%m-%d %H:%M')}: {self.title()}", "",
                  f"- deliveries checked: {deliveries:,} ({res.rows:,} journal rows, {len(res.stats['members'])} "
                  f"member incarnations); checker {res.seconds:.0f} s",
                  f"- faults: {', '.join(f'{k} x {v}' for k, v in sorted(kinds.items()))}; loss "
@@ -284,6 +286,24 @@ class Soak:
         if not self.args.no_write:
             publish(text)
         return 0 if res.ok and settled else 1
+
+
+class Recheck(Soak):
+    """A finished run's journals checked again (``--recheck RUN_DIR``: after a checker fix); its summary is
+    published as a new entry that says so."""
+
+    def __init__(self, args, run_dir: Path):
+        self.args, self.run_dir = args, run_dir
+        summary = (run_dir / "soak.md").read_text()
+        again = f" (journals of {run_dir.name} checked again)"
+        self._title = summary.splitlines()[0].split(": ", 1)[1].removesuffix(again) + again
+        self.settled = "settled on one view at the end: True" in summary
+        self.faults = json.loads((run_dir / "faults.json").read_text())
+        lo, _, hi = args.loss.partition("-")
+        self.loss = (float(lo), float(hi or lo))
+
+    def title(self) -> str:
+        return self._title
 
 
 def publish(text: str, keep: int = 6) -> None:
@@ -330,7 +350,11 @@ def main(argv=None) -> int:
                     "stream of one member)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--no-write", action="store_true", help="do not update benchmarks/SOAK.md and RESULTS.md")
+    ap.add_argument("--recheck", default="", help="check the journals of this finished run directory again")
     args = ap.parse_args(argv)
+    if args.recheck:
+        r = Recheck(args, Path(args.recheck))
+        return r.check(r.settled)
     return Soak(args).run()
 
 

@@ -133,7 +133,12 @@ def test_parted_when_either_side_leaves_the_other_out():
                       V(vc="A", vi=9, idx=70, ts_ns=12 * s, members=["A", "C"])]}
     r = SendRange(0, "A", "A", "B", "A", 1, 100, 199, 100, 2 * s, 3 * s)
     assert ck._parted("B", r)                                   # A left B out 9 s after the sends
-    assert not ck._parted("B", r, before_idx=60, before_ts=11 * s)   # ... but only after B got the next one
+    assert not ck._parted("B", r, before_idx=60, before_ts=9 * s)   # ... but 3 s after B got the next one
+    # A's journal has its view when A's application saw it: A's UNICAST may have dropped the connection to B
+    # (and sent the next number on a new one) a moment before that (view_skew_s)
+    assert ck._parted("B", r, before_idx=60, before_ts=11 * s)
+    ck.opt = Options(loss_window_s=60.0, view_skew_s=0.0)
+    assert not ck._parted("B", r, before_idx=60, before_ts=11 * s)
     ck.opt = Options(loss_window_s=5.0)
     assert not ck._parted("B", r)                               # too late to be the cause
     ck.opt = Options(loss_window_s=60.0)
@@ -157,3 +162,26 @@ def test_a_member_listed_by_its_uuid_agrees_with_its_name_but_a_different_member
         kinds = {(f.kind, f.severity) for f in res.findings}
         assert (("disagreeing_view", "error") in kinds) == expect_error, res.findings
         assert (("unresolved_name", "warning") in kinds) == (not expect_error), res.findings
+
+
+def test_a_sender_view_recorded_right_after_its_last_send_excuses_a_hole_inside_the_range():
+    """The journal files a send under the view the application saw; the sender's UNICAST may already have
+    dropped its connection to a member it left out, so the numbers after a hole can carry the old view too.
+    Only a next view recorded within view_skew_s of the range's last send, and without the member, counts."""
+    from types import SimpleNamespace as V
+
+    from jgpy.analysis.checks import Checker, SendRange
+
+    ck = object.__new__(Checker)
+    ck.opt = Options()
+    s = 1_000_000_000
+    ck.views = {"A": [V(vc="A", vi=1, idx=1, ts_ns=1 * s, members=["A", "B"]),
+                      V(vc="A", vi=2, idx=70, ts_ns=3 * s + s // 10, members=["A"])]}
+    r = SendRange(0, "A", "A", "B", "A", 1, 100, 199, 100, 2 * s, 3 * s)
+    later = 8 * s                                               # B delivered the number after the hole then
+    assert ck._sender_left_at_end("B", r, later)                # A|2 without B, 100 ms after the last send
+    assert not ck._sender_left_at_end("B", r, 3 * s)            # B had it before A's view: one connection
+    ck.views["A"][1] = V(vc="A", vi=2, idx=70, ts_ns=6 * s, members=["A"])
+    assert not ck._sender_left_at_end("B", r, later)            # 3 s after the last send: the range was on one
+    ck.views["A"][1] = V(vc="A", vi=2, idx=70, ts_ns=3 * s + s // 10, members=["A", "B"])
+    assert not ck._sender_left_at_end("B", r, later)            # B still listed
