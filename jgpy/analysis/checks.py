@@ -417,9 +417,9 @@ class Checker:
         of a later view, where member and sender parted in between (:meth:`_parted`), is a
         same-view finding (``lost_at_view_change``: without FLUSH, what is in flight when a view changes may be
         lost); any other missing number (one a later number of its own send view was delivered after, unless
-        the sender's next view left the member out right at the end of that range: :meth:`_sender_left_at_end`; one
-        whose sender stayed in the member's views, one whose send view is unknown) is a gap. Rewrites each stream's gap fields accordingly; returns the lost-at-view-change count and
-        examples."""
+        the sender's next view left the member out right at the end of that range: :meth:`_sender_left_at_end`;
+        one whose sender stayed in the member's views, one whose send view is unknown) is a gap. Rewrites each
+        stream's gap fields accordingly; returns the lost-at-view-change count and examples."""
         by_stream: dict[tuple, list[SendRange]] = {}
         for r in self.ranges:
             by_stream.setdefault((r.sender, r.dest), []).append(r)
