@@ -71,6 +71,12 @@ class Slot:
         return self.base if self.incarnation <= 1 else f"{self.base}r{self.incarnation}"
 
 
+def loss_range(text: str) -> tuple[float, float]:
+    """``--loss``: a rate ("0.05") or a range ("0.05-0.10")."""
+    lo, _, hi = text.partition("-")
+    return float(lo), float(hi or lo)
+
+
 class Soak:
     def __init__(self, args):
         self.args = args
@@ -90,8 +96,7 @@ class Soak:
         self.stop = threading.Event()
         self.faults: list[dict] = []
         self.partitioned = False
-        lo, _, hi = args.loss.partition("-")
-        self.loss = (float(lo), float(hi or lo))
+        self.loss = loss_range(args.loss)
 
     # ---- members ----
 
@@ -299,8 +304,7 @@ class Recheck(Soak):
         self._title = summary.splitlines()[0].split(": ", 1)[1].removesuffix(again) + again
         self.settled = "settled on one view at the end: True" in summary
         self.faults = json.loads((run_dir / "faults.json").read_text())
-        lo, _, hi = args.loss.partition("-")
-        self.loss = (float(lo), float(hi or lo))
+        self.loss = loss_range(args.loss)
 
     def title(self) -> str:
         return self._title

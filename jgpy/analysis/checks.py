@@ -525,11 +525,7 @@ class Checker:
         limits = (window if before_ts is None else min(window, before_ts),                 # the member's views
                   window if before_ts is None else min(window, before_ts + skew))          # the sender's
         for (who, other, stop_idx), limit in zip(((member, r.origin, before_idx), (r.origin, member, None)), limits):
-            vs = self.views.get(who, [])
-            pos = next((i for i, v in enumerate(vs) if v.vc == r.vc and v.vi == r.vi), None)
-            if pos is None:
-                continue
-            for v in vs[pos + 1:]:
+            for v in self._views_after(who, r):
                 if (stop_idx is not None and v.idx > stop_idx) or v.ts_ns > limit:
                     break
                 if other not in v.members:
@@ -542,13 +538,18 @@ class Checker:
         ``delivered_ts``)? Then that number, filed under ``r``'s view by the journal, may have gone out after
         the sender's protocols had installed the next view (on a new unicast connection): it does not show that
         nothing went with the view change."""
-        vs = self.views.get(r.origin, [])
-        pos = next((i for i, v in enumerate(vs) if v.vc == r.vc and v.vi == r.vi), None)
-        if pos is None or pos + 1 >= len(vs):
+        after = self._views_after(r.origin, r)
+        if not after:
             return False
-        nxt = vs[pos + 1]
+        nxt = after[0]
         return (member not in nxt.members and nxt.ts_ns <= r.ts_hi + int(self.opt.view_skew_s * 1e9)
                 and nxt.ts_ns <= delivered_ts)
+
+    def _views_after(self, who: str, r: SendRange) -> list:
+        """The views ``who`` installed after ``r``'s send view, in order (none if it never installed that view)."""
+        vs = self.views.get(who, [])
+        pos = next((i for i, v in enumerate(vs) if v.vc == r.vc and v.vi == r.vi), None)
+        return [] if pos is None else vs[pos + 1:]
 
     def _listed(self, r: SendRange) -> list[str]:
         """The members of the sender's send view."""
