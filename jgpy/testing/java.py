@@ -376,7 +376,22 @@ class JavaNode(HarnessNode):
     def command(self) -> list[str]:
         cp = os.pathsep.join([str(interop_classes_dir()), str(JGROUPS_JAR), *self.extra_classpath])
         return ["java", "-Djava.net.preferIPv4Stack=true", "-Djgroups.bind_addr=127.0.0.1", "-Xss512k",
-                *self.jvm_args, "-cp", cp, MAIN_CLASS]
+                *java_debug_args(), *self.jvm_args, "-cp", cp, MAIN_CLASS]
+
+
+def java_debug_args() -> list[str]:
+    """JVM arguments that log the Java loggers named in ``JGPY_JAVA_DEBUG`` (comma-separated, for example
+    ``org.jgroups.protocols.pbcast.GMS``) at debug level to the node's stderr log; none when it is unset.
+    JGroups 2.12 logs through java.util.logging when log4j is not on the class path, and its debug is FINE."""
+    names = [n for n in os.environ.get("JGPY_JAVA_DEBUG", "").split(",") if n]
+    if not names:
+        return []
+    conf = Path(tempfile.gettempdir()) / f"jgpy-jul-{os.getpid()}.properties"
+    lines = ["handlers=java.util.logging.ConsoleHandler", "java.util.logging.ConsoleHandler.level=FINE",
+             "java.util.logging.SimpleFormatter.format=%1$tT.%1$tL %4$s %3$s %5$s%6$s%n", ".level=WARNING",
+             *(f"{n}.level=FINE" for n in names)]
+    conf.write_text("\n".join(lines) + "\n")
+    return [f"-Djava.util.logging.config.file={conf}"]
 
 
 class PyNode(HarnessNode):
