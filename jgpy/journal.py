@@ -60,6 +60,8 @@ CLOCK = "CLOCK_MONOTONIC"
 META_FILE = "_journal.json"
 CRASH_FILE = "_crash.json"
 MEMBER_PREFIX = "member="
+#: how a journal writes a member whose logical name it never learned (its UUID)
+UUID_NAME = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 PART_RE = re.compile(r"^part-(\d{5,})\.(parquet|jsonl|rows)$")
 RAW_SUFFIX = "rows"
 _RAW_MAGIC = b"JGPYROWS"           # a raw part: magic, u32 header length, JSON header (padded to 8), the rows

@@ -185,3 +185,61 @@ def test_a_sender_view_recorded_right_after_its_last_send_excuses_a_hole_inside_
     assert not ck._sender_left_at_end("B", r, later)            # 3 s after the last send: the range was on one
     ck.views["A"][1] = V(vc="A", vi=2, idx=70, ts_ns=3 * s + s // 10, members=["A", "B"])
     assert not ck._sender_left_at_end("B", r, later)            # B still listed
+
+
+def _takeover_tables(b_view3: list[str]):
+    """The soak's J2r3 case in small: B is cut off from A and C in view 2. A and C install A|2 = [A, C]; B takes
+    over as coordinator but removes only C first, so its first view is also named A|2 (2.12 names a view after
+    its first member), = [A, B]; its view 3 is ``b_view3`` (B|3 = [B] when the takeover goes on to remove A).
+    View 4 merges them."""
+    spec = synth.Spec(views=[["A", "B", "C"]] * 4, msgs_per_view=30)
+    tables = {m: (t.to_pandas(), c) for m, t, c in synth.generate(spec)}
+    for m, (df, _c) in tables.items():
+        cut = df.view_id.isin([2, 3])
+        if m == "B":
+            drop = cut & (df.kind == "deliver") & (df.sender != "B")
+            v2, v3 = (df.view_id == 2) & (df.kind == "view"), (df.view_id == 3) & (df.kind == "view")
+            df.loc[v2, "members"] = df.loc[v2, "members"].map(lambda _: ["A", "B"])
+            df.loc[df.view_id == 3, "view_coord"] = b_view3[0]
+            df.loc[v3, "members"] = df.loc[v3, "members"].map(lambda _: list(b_view3))
+        else:
+            drop = cut & (df.kind == "deliver") & (df.sender == "B")
+            row = cut & (df.kind == "view")
+            df.loc[row, "members"] = df.loc[row, "members"].map(lambda _: ["A", "C"])
+        df.drop(index=df[drop].index, inplace=True)
+        df.loc[(df.view_id == 4) & (df.kind == "view"), "merge"] = True
+    return spec, tables
+
+
+def test_a_view_id_minted_by_a_coordinator_takeover_is_checked_as_a_view_of_its_own(spark, tmp_path):
+    spec, tables = _takeover_tables(["B"])
+    res = check_run(_write(tmp_path, spec, tables, "takeover"), spark=spark, options=Options())
+    errors = [str(f) for f in res.findings if f.severity == "error"]
+    assert errors == [], [str(f) for f in res.findings]
+    minted = [f for f in res.findings if f.kind == "minted_view_id"]
+    assert len(minted) == 1 and minted[0].count == 1 and minted[0].severity == "warning", res.findings
+    assert "view A|2 as installed by B" in minted[0].examples[0] and "A~B|2" in minted[0].examples[0]
+    # B missed A's and C's numbers of views 2 and 3, A and C missed B's: none was owed
+    assert res.stats["holes_not_owed"] == 4 * 2 * 30
+
+
+def test_one_view_id_with_two_member_lists_is_still_an_error_without_a_takeover(spark, tmp_path):
+    """B's A|2 is followed by a view that still has A: nothing took over from A; the lists disagree."""
+    spec, tables = _takeover_tables(["A", "B"])
+    res = check_run(_write(tmp_path, spec, tables, "no-takeover"), spark=spark, options=Options())
+    kinds = {(f.kind, f.severity) for f in res.findings}
+    assert ("disagreeing_view", "error") in kinds, [str(f) for f in res.findings]
+    assert not any(f.kind == "minted_view_id" for f in res.findings)
+
+
+def test_minted_versions_without_spark():
+    from types import SimpleNamespace as V
+
+    from jgpy.analysis.takeover import minted_versions
+    rows = [V(member="A", idx=1, vc="A", vi=1, members=["A", "B", "C"]),
+            V(member="A", idx=2, vc="A", vi=2, members=["A", "C"]),
+            V(member="B", idx=1, vc="A", vi=1, members=["A", "B", "C"]),
+            V(member="B", idx=2, vc="A", vi=2, members=["A", "B"]),
+            V(member="B", idx=3, vc="B", vi=3, members=["B"])]
+    assert [(r.member, r.vc, r.vi, r.new_vc) for r in minted_versions(rows)] == [("B", "A", 2, "A~B")]
+    assert minted_versions(rows[:4]) == []          # B's journal ends there: nothing shows a takeover

@@ -30,7 +30,9 @@ Findings:
 2. fifo: ``reorder`` (a regular, non-OOB message delivered after a higher-numbered one of its stream);
 3. total_order (SEQUENCER/TOTAL in a stack, or forced): ``inversion`` of two multicasts between two members;
 4. views: ``disagreeing_view`` (one view id, different member lists; a member written as its UUID, its name
-   never learned, agrees with any name at its place: ``unresolved_name``, a warning), ``view_id_order`` (ids not increasing at
+   never learned, agrees with any name at its place: ``unresolved_name``, a warning; a version made by a
+   coordinator takeover under the old coordinator's name is checked under a name of its own: ``minted_view_id``,
+   a warning, see :mod:`jgpy.analysis.takeover`), ``view_id_order`` (ids not increasing at
    a member), ``view_order`` (two members install common views in different orders), ``skipped_view``
    (warning: a member listed in a view it never installed although it installed views before and after);
 5. self_delivery: ``missing_self_delivery`` (a multicast never delivered to its sender, which stayed alive);
@@ -44,15 +46,15 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+from jgpy.analysis import takeover
 from jgpy.analysis.load import Run
+from jgpy.journal import UUID_NAME
 
 #: the journal columns as Spark reads them (plus ``member``, from the directory)
 SPARK_SCHEMA = ("kind string, idx bigint, ts_ns bigint, view_coord string, view_id bigint, members array<string>, "
                 "merge boolean, sender string, seq bigint, dest string, size int, hash bigint, flags int, "
                 "peer string, info string")
 
-#: how a journal writes a member whose logical name it never learned (its UUID)
-UUID_NAME = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 #: latency quantiles kept per pair (the CDF plot and the percentiles)
 CDF_POINTS = [i / 100 for i in range(100)] + [0.995, 0.999, 0.9999, 1.0]
 PCTS = [0.5, 0.99, 0.999]
@@ -157,6 +159,7 @@ class Checker:
             phases[name] = round(time.perf_counter() - t0, 3)
 
         phase("summary", self._summary, ev)
+        ev = self._rename_minted_views(ev)
         phase("views", self._views, ev)
         phase("send_ranges", self._ranges, ev)
         phase("streams", self._streams, ev)
@@ -210,6 +213,24 @@ class Checker:
         self.stats["abrupt_ends"] = sorted(n for n, v in members.items() if not v["closed"])
 
     # ---- (2) views ------------------------------------------------------------------------------
+
+    def _rename_minted_views(self, ev):
+        """``ev`` with every minted version of a view id (a coordinator takeover of 2.12 that named its first
+        view after the old coordinator: :mod:`jgpy.analysis.takeover`) under a name of its own."""
+        from pyspark.sql import functions as F
+        rows = (ev.where(F.col("kind") == "view")
+                .select("member", "idx", F.col("view_coord").alias("vc"), F.col("view_id").alias("vi"), "members")
+                .collect())
+        renames = takeover.minted_versions(rows)
+        seen: dict[tuple[str, int], list[str]] = {}
+        for r in renames:
+            seen.setdefault((r.vc, r.vi), []).append(r.member)
+        self.add("views", "minted_view_id", "warning", len(seen),
+                 [f"view {_vs(vc, vi)} as installed by {', '.join(sorted(ms))} was made by a member that took over "
+                  f"as coordinator (checked as {_vs(f'{vc}~{min(ms)}', vi)})" for (vc, vi), ms in sorted(seen.items())],
+                 "2.12 names a view after its first member: a takeover that removes the suspects in more than one "
+                 "step names its first view after the old coordinator, whose id it may repeat")
+        return takeover.apply(ev, renames)
 
     def _views(self, ev) -> None:
         from pyspark.sql import Window as W
