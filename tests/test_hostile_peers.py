@@ -166,6 +166,10 @@ def test_udp_unicast_socket(udp_scene, figures):
     # 200 made-up senders opened connections: UNICAST keeps at most max_nonmember_connections (64) receive and as
     # many send windows of non-members, beside L's and our own
     assert len(stats["UNICAST"]["connections"]) <= 2 * 64 + 2, len(stats["UNICAST"]["connections"])
+    # 200 merge responses and merge views for merges that never ran: refused, counted, and logged rate-limited
+    assert stats["pbcast.GMS"]["merge.merge_ids_mismatched"] >= 100, stats["pbcast.GMS"]
+    lines = [ln for ln in s.target.node.log_tail(1 << 20).splitlines() if "merge_id" in ln or "merge ids" in ln]
+    assert len(lines) <= 8, lines[:10]
 
 
 def test_udp_multicast_socket(udp_scene, figures):

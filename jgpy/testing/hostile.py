@@ -137,14 +137,22 @@ def frag(pid: int, msg_id: int, frag_id: int, num_frags: int) -> Hdr:
     return Hdr(pid, MAGIC["Frag"], struct.pack(">qii", msg_id, frag_id, num_frags))
 
 
-def gms_body(type_: int, view_body: bytes | None, merge: bool) -> bytes:
-    """A GmsHeader with only a view (or none): type, is_merge_view, view, no mbr/mbrs/join_rsp/digest/merge_id."""
+def gms_body(type_: int, view_body: bytes | None, merge: bool, merge_id: tuple | None = None) -> bytes:
+    """A GmsHeader with only a view (or none) and a merge id ``(initiator, n)`` (or none): no mbr, mbrs,
+    join_rsp or digest."""
     out = struct.pack(">b?", type_, merge)
     out += b"\x00" if view_body is None else b"\x01" + view_body
     out += b"\x01"                                  # mbr: null address
     out += struct.pack(">h", -1)                     # mbrs: null
-    out += b"\x00\x00\x00\x00\x00"                   # join_rsp, digest, merge_id absent; merge_rejected, flush
+    out += b"\x00\x00"                               # join_rsp, digest absent
+    out += b"\x00" if merge_id is None else b"\x01" + address(merge_id[0]) + struct.pack(">i", merge_id[1])
+    out += b"\x00\x00"                               # merge_rejected, useFlushIfPresent
     return out
+
+
+def gms_merge(type_: int, merge_id: tuple) -> Hdr:
+    """A GMS header of a merge (MERGE_RSP 7, INSTALL_MERGE_VIEW 8, CANCEL_MERGE 9) with no view."""
+    return Hdr(ID_GMS, MAGIC["Gms"], gms_body(type_, None, False, merge_id))
 
 
 def deep_merge_view_body(depth: int) -> bytes:
@@ -250,6 +258,17 @@ def strangers_with_seqnos(f: Forger, rnd: random.Random, dest, senders: int) -> 
                                         b"f" * 64)
 
 
+def forged_merges(f: Forger, rnd: random.Random, dest, count: int) -> Iterator[tuple[str, bytes]]:
+    """Merge responses, merge views and cancellations from made-up members, for merges that never ran: each
+    is refused and counted; what they log is rate-limited."""
+    for _ in range(count):
+        src = stranger(rnd)
+        mid = (src, rnd.randrange(1 << 31))
+        yield "forged-merge-rsp", f.dgram(src, [gms_merge(7, mid)], dest)
+        yield "forged-merge-view", f.dgram(src, [gms_merge(8, mid)], dest)
+        yield "forged-cancel-merge", f.dgram(src, [gms_merge(9, mid)], dest)
+
+
 def spoofed_member(f: Forger, rnd: random.Random, member, multicast: bool, dest=None,
                    far: int = 1 << 23) -> Iterator[tuple[str, bytes]]:
     """Multicasts (or unicasts) that claim to come from a real member: NAKACK seqnos far beyond what it sent,
@@ -272,6 +291,7 @@ def all_datagram_attacks(f: Forger, rnd: random.Random, dest, member, multicast:
     yield from wrong_protocol_ids(f, rnd, multicast, dest)
     if not multicast:
         yield from strangers_with_seqnos(f, rnd, dest, senders)
+        yield from forged_merges(f, rnd, dest, senders)
     yield from spoofed_member(f, rnd, member, multicast, dest)
 
 

@@ -325,27 +325,27 @@ class Merger:
         gms = self.gms
         self.counters["merge_requests"] += 1
         if not (self.match_merge_id(mid) or self.set_merge_id(None, mid)):
-            self.log.warning("%s: merge is already in progress (%s): rejecting MERGE_REQ %s from %s", gms.local_addr,
-                             self.merge_id, mid, sender)
+            gms._rl.warning("merge-busy", "%s: merge is already in progress (%s): rejecting MERGE_REQ %s from %s",
+                            gms.local_addr, self.merge_id, mid, sender)
             self._send_rejected(sender, mid)
             return
         gms.view_handler.suspend(mid)
         members = list(dict.fromkeys(mbrs or ()))
         if gms.view_id is None:
-            self.log.warning("%s: view id is null; cannot return a merge response", gms.local_addr)
+            gms._rl.warning("merge-no-view", "%s: view id is null; cannot return a merge response", gms.local_addr)
             self._send_rejected(sender, mid)
             return
         view = View(gms.view_id, members)
         if not gms.start_flush(view):               # JGRP-700: with FLUSH, quiet our subgroup for the merge
-            self.log.warning("%s: flush failed; sending merge rejected message to %s, merge_id=%s", gms.local_addr,
-                             sender, mid)
+            gms._rl.warning("merge-flush-failed", "%s: flush failed; sending merge rejected message to %s, merge_id=%s",
+                            gms.local_addr, sender, mid)
             self._send_rejected(sender, mid)
             self.cancel_merge(mid)
             return
         digest = self.fetch_digests(members)
         if digest is None or len(digest) == 0:
-            self.log.error("%s: failed fetching digests from subpartition members; dropping merge response",
-                           gms.local_addr)
+            gms._rl.error("merge-no-digests", "%s: failed fetching digests from subpartition members; dropping merge "
+                          "response", gms.local_addr)
             return
         msg = Message(sender, None, None, Message.OOB)
         msg.put_header(gms.id, GmsHeader(H.MERGE_RSP, view=view, my_digest=digest, merge_id=mid))
@@ -385,8 +385,8 @@ class Merger:
     def handle_merge_response(self, data: MergeData, mid: MergeId) -> None:
         if not self.match_merge_id(mid):
             self.counters["merge_ids_mismatched"] += 1
-            self.log.error("%s: this.merge_id (%s) is different from merge_id (%s) of MERGE_RSP from %s",
-                           self.gms.local_addr, self.merge_id, mid, data.sender)
+            self.gms._rl.error("merge-rsp-id", "%s: this.merge_id (%s) is different from merge_id (%s) of MERGE_RSP "
+                               "from %s", self.gms.local_addr, self.merge_id, mid, data.sender)
             return
         self.merge_rsps.add(data.sender, data)
 
@@ -398,8 +398,8 @@ class Merger:
         try:
             if not self.match_merge_id(mid):
                 self.counters["merge_ids_mismatched"] += 1
-                self.log.error("%s: merge ids don't match (ours %s, INSTALL_MERGE_VIEW's %s); merge view discarded",
-                               gms.local_addr, self.merge_id, mid)
+                gms._rl.error("merge-view-id", "%s: merge ids don't match (ours %s, INSTALL_MERGE_VIEW's %s); merge view "
+                              "discarded", gms.local_addr, self.merge_id, mid)
                 return
             view = data.view
             if view is None:
