@@ -283,3 +283,29 @@ def test_coordinator_leaving_right_after_a_join_still_installs_the_view_without_
         c.close()                                            # no pause: the race of the bug
         assert wait_all(lambda: w.view_names() == [f"W{i}"], 3), w.view_names()
         w.close()
+
+
+def test_discovery_max_rank_lets_only_the_first_members_answer(members):
+    """PING max_rank=1 (2.12, JGRP-1181): only the coordinator (rank 1) answers a discovery request; without
+    it everyone does. With ergonomics, a cluster of at most 10 members sets max_rank back to 0, as 2.12 does."""
+    ranked = stock().with_properties("PING", max_rank="1", ergonomics="false")
+    a, b, c = members("A", ranked), members("B", ranked), members("C", ranked)
+    assert wait_all(lambda: all(len(m.view_names()) == 3 for m in (a, b, c)), 20)
+    ping_b, ping_c = b.channel.stack.find("PING"), c.channel.stack.find("PING")
+    assert (ping_b._rank(), ping_c._rank()) == (2, 3)
+    before = ping_b.counters["requests_not_answered_rank"]
+    rsps = ping_c.find_members(None, 3, False, None)
+    assert {r.logical_name for r in rsps} == {"A"}, [str(r) for r in rsps]
+    assert wait_all(lambda: ping_b.counters["requests_not_answered_rank"] > before, 5)
+    ping_b.max_rank = ping_c.max_rank = 0
+    rsps = ping_c.find_members(None, 3, False, None)
+    assert {r.logical_name for r in rsps} >= {"A", "B"}, [str(r) for r in rsps]
+    ergonomic = stock().with_properties("PING", max_rank="1")
+    d = members("D", ergonomic)
+    assert wait_all(lambda: len(d.view_names()) == 4, 20)
+    assert d.channel.stack.find("PING").max_rank == 0
+    ping_d, got = d.channel.stack.find("PING"), {}
+    for size in (10, 11, 20, 21, 200):
+        ping_d._rank_ergonomics(size)
+        got[size] = (ping_d.max_rank, ping_d.return_entire_cache)
+    assert got == {10: (0, False), 11: (2, True), 20: (4, True), 21: (4, True), 200: (10, True)}

@@ -28,7 +28,8 @@ class DISCARD(Protocol):
     discard_all = Property(to_bool, False, "drop every message received from another member")
     drop_down_unicasts = Property(to_int, 0, "drop the next N unicasts sent")
     drop_down_multicasts = Property(to_int, 0, "drop the next N multicasts sent")
-    use_gui = Property(to_bool, False, "(Java's Swing dialog; ignored)")
+    use_gui = Property(to_bool, False, "(Java's Swing dialog; jgpy has none: ignored)", name="gui",
+                       aliases=("use_gui",))
 
     def __init__(self) -> None:
         super().__init__()

@@ -93,6 +93,12 @@ class Discovery(Protocol):
     num_ping_requests = Property(to_int, 2, "discovery requests sent during timeout")
     return_entire_cache = Property(to_bool, False, "answer with the whole logical->physical cache")
     stagger_timeout = Property(to_int, 0, "spread responses over this many ms (0: answer at once)")
+    max_rank = Property(to_int, 0, "only members whose rank (1: the coordinator) is at most this answer discovery "
+                        "requests; 0: all answer (with ergonomics, set from the view size as in 2.12)")
+    #: 2.12's Global.SMALL_CLUSTER_SIZE and NORMAL_CLUSTER_SIZE, for the ergonomics of max_rank
+    SMALL_CLUSTER_SIZE, NORMAL_CLUSTER_SIZE = 10, 20
+    DEPRECATED_PROPERTIES = ("gossip_host", "gossip_port", "gossip_refresh", "socket_conn_timeout",
+                             "socket_read_timeout")
 
     def __init__(self) -> None:
         super().__init__()
@@ -105,7 +111,7 @@ class Discovery(Protocol):
         self._rl = RateLimitedLog(self.log)
         self._guard = MessageGuard(self, "a discovery message", self._rl)
         self.counters = {"requests_sent": 0, "requests_received": 0, "responses_sent": 0, "responses_received": 0,
-                         "responses_dropped": 0}
+                         "responses_dropped": 0, "requests_not_answered_rank": 0}
 
     def init(self) -> None:
         if self.num_ping_requests < 1:
@@ -158,6 +164,8 @@ class Discovery(Protocol):
         if t in (EventType.VIEW_CHANGE, EventType.TMP_VIEW):
             self.view = evt.arg
             self.members = list(evt.arg.members or ())
+            if self.ergonomics:
+                self._rank_ergonomics(len(self.members))
         elif t == EventType.BECOME_SERVER:
             self.is_server = True
         elif t == EventType.CONNECT:
@@ -216,7 +224,11 @@ class Discovery(Protocol):
                 self.discovery_request_received(msg.src, data.logical_name, data.physical_addrs)
             if msg.src == self.local_addr:
                 return
-            if self.return_entire_cache and hdr.view_id is None and self._rank() != 0:
+            rank = self._rank()
+            if 0 < self.max_rank < rank:          # JGRP-1181: only the first max_rank members answer
+                self.counters["requests_not_answered_rank"] += 1
+                return
+            if self.return_entire_cache and hdr.view_id is None and rank != 0:
                 cache = self.down_prot.down(Event(EventType.GET_LOGICAL_PHYSICAL_MAPPINGS)) or {}
                 for addr, physical in cache.items():
                     self._respond(addr, [physical], False, logical_name(addr), msg.src)
@@ -240,10 +252,21 @@ class Discovery(Protocol):
                 r.add(data, overwrite)
 
     def _rank(self) -> int:
+        """2.12's ``Util.getRank``: 1 for the coordinator, 2 for the next member, ...; 0 when not a member."""
         try:
-            return self.members.index(self.local_addr)
+            return self.members.index(self.local_addr) + 1
         except ValueError:
-            return -1
+            return 0
+
+    def _rank_ergonomics(self, size: int) -> None:
+        """2.12: in a small cluster everyone answers; in a bigger one only the first fifth (at most 10), with
+        the whole address cache."""
+        if size <= self.SMALL_CLUSTER_SIZE:
+            self.max_rank, self.return_entire_cache = 0, False
+        elif size <= self.NORMAL_CLUSTER_SIZE:
+            self.max_rank, self.return_entire_cache = size // 5, True
+        else:
+            self.max_rank, self.return_entire_cache = min(size // 5, 10), True
 
     def _respond(self, addr, physical_addrs, view_only: bool, name, dest) -> None:
         if view_only:
@@ -256,7 +279,7 @@ class Discovery(Protocol):
         self.counters["responses_sent"] += 1
         if self.stagger_timeout > 0:
             size = len(self.view) if self.view is not None else 10
-            rank = max(0, self._rank())
+            rank = self._rank()
             delay = random.uniform(0, self.stagger_timeout) if rank == 0 else \
                 self.stagger_timeout * rank / size - self.stagger_timeout / size
             self.timer.schedule(delay, lambda: self.down_prot.down_msg(rsp), "stagger discovery response")

@@ -130,9 +130,11 @@ class TP(TransportCore, Protocol):
 
     thread_pool_enabled = Property(to_bool, True, "deliver regular messages on the delivery thread (false: the "
                                    "receive thread delivers them itself while that thread is idle: lower latency, "
-                                   "but a receive() that blocks holds up the socket)", name="thread_pool.enabled")
+                                   "but a receive() that blocks holds up the socket)", name="thread_pool.enabled",
+                                   aliases=("thread_pool_enabled",))
     oob_thread_pool_enabled = Property(to_bool, True, "deliver OOB messages on the OOB thread (false: the receive "
-                                       "thread does while that thread is idle)", name="oob_thread_pool.enabled")
+                                       "thread does while that thread is idle)", name="oob_thread_pool.enabled",
+                                       aliases=("oob_thread_pool_enabled",))
     relay_delivery = Property(to_bool, True, "jgpy: with thread_pool.enabled, each socket has two receive threads; "
                               "the one that read a batch delivers its regular messages itself while the delivery "
                               "thread is idle, after handing the socket to the other (no thread switch per "
@@ -150,6 +152,9 @@ class TP(TransportCore, Protocol):
                                     "(oob_thread_pool.enabled is honoured)"),
         "timer.": ignored("jgpy's timer is one thread running short tasks"),
     }
+    DEPRECATED_PROPERTIES = ("end_port", "marshaller_pool_size", "num_timer_threads", "persistent_ports",
+                             "persistent_ports_file", "pm_expiry_time", "prevent_port_reuse", "start_port",
+                             "use_concurrent_stack", "use_incoming_packet_handler", "use_outgoing_packet_handler")
     IGNORED_PROPERTIES = {
         "thread_naming_pattern": ignored("thread names are fixed (jgpy-*)"),
         "timer_type": ignored("one timer implementation"),
@@ -164,6 +169,14 @@ class TP(TransportCore, Protocol):
         "bind_interface_str": ignored("use bind_addr"),
         "use_local_host": ignored("deprecated in 2.12"),
         "bind_to_all_interfaces": ignored("deprecated in 2.12"),
+        # the Java field names 2.12's Configurator also accepts for the thread pool and timer properties
+        **dict.fromkeys(("thread_pool_queue_enabled", "thread_pool_queue_max_size", "thread_pool_rejection_policy"),
+                        ignored("jgpy delivers on one delivery thread, not a Java thread pool")),
+        **dict.fromkeys(("oob_thread_pool_queue_enabled", "oob_thread_pool_queue_max_size",
+                         "oob_thread_pool_rejection_policy"),
+                        ignored("jgpy delivers OOB messages on one OOB thread, not a Java thread pool")),
+        **dict.fromkeys(("tick_time", "timer_queue_max_size", "wheel_size"),
+                        ignored("jgpy's timer is one thread running short tasks")),
     }
 
     def __init__(self) -> None:

@@ -33,7 +33,8 @@ IP_TOS = getattr(socket, "IP_TOS", 1)
 class UDP(TP):
     NAME = "UDP"
 
-    mcast_addr = Property(to_str, "228.8.8.8", "multicast group", system_property=("jgroups.udp.mcast_addr",))
+    mcast_addr = Property(to_str, "228.8.8.8", "multicast group", system_property=("jgroups.udp.mcast_addr",),
+                          aliases=("mcast_group_addr",))
     mcast_port = Property(to_int, 7600, "multicast port", system_property=("jgroups.udp.mcast_port",))
     ip_mcast = Property(to_bool, True, "use IP multicast (jgpy requires it: false is not supported)")
     ip_ttl = Property(to_int, 8, "multicast TTL", system_property=("jgroups.udp.ip_ttl",))

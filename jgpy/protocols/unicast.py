@@ -76,6 +76,7 @@ class UNICAST(UnicastCore, Protocol):
 
     IGNORED_PROPERTIES = {
         "segment_capacity": ignored("jgpy's receive window grows as needed"),
+        "loopback": ignored("deprecated in 2.12 (JGRP-1092): the transport loops messages to self back"),
         "use_gms": ignored("deprecated in 2.12"),
         "enabled_mbrs_timeout": ignored("deprecated in 2.12"),
         "eager_lock_release": ignored("deprecated in 2.12"),

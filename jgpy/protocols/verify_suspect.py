@@ -43,6 +43,7 @@ class VERIFY_SUSPECT(Protocol):  # noqa: N801 - the JGroups name
 
     IGNORED_PROPERTIES = {
         "bind_interface": ignored("use bind_addr"),
+        "bind_interface_str": ignored("use bind_addr"),
     }
 
     def __init__(self) -> None:

@@ -3,7 +3,8 @@
 A protocol declares ``name = Property(converter, default, "doc")`` class attributes. Values from a
 stack file are strings converted the way JGroups 2.12 converts them (``"64K"`` is 64000 bytes,
 ``"300,600,1200"`` a list of longs, ...). JGroups properties that jgpy accepts but does not act on
-are declared with :func:`ignored` and produce one warning each; anything else is a configuration error.
+are declared with :func:`ignored` (and those 2.12 itself declares deprecated with ``DEPRECATED_PROPERTIES``) and
+produce one warning each; anything else is a configuration error.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class Property:
     name: str = ""
     deprecated: str | None = None
     system_property: tuple[str, ...] = ()   # system properties that override the XML value (JGroups semantics)
+    aliases: tuple[str, ...] = ()           # other names 2.12 accepts (its field's name, when @Property names it)
 
     def __set_name__(self, owner, name: str) -> None:
         if not self.name:
@@ -89,6 +91,32 @@ class Property:
 
     def fresh_default(self) -> Any:
         return list(self.default) if isinstance(self.default, list) else self.default
+
+
+#: 2.12's level names (log4j's, and java.util.logging's) -> logging levels
+_LOG_LEVELS = {"trace": 5, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+               "error": logging.ERROR, "fatal": logging.CRITICAL, "finest": 5, "finer": 5, "fine": logging.DEBUG,
+               "config": logging.INFO, "warning": logging.WARNING, "severe": logging.ERROR,
+               "off": logging.CRITICAL + 10, "all": 1}
+
+
+def to_log_level(s: str) -> int:
+    level = _LOG_LEVELS.get(s.strip().lower())
+    if level is None:
+        raise ValueError(f"{s!r} is not a log level ({', '.join(_LOG_LEVELS)})")
+    return level
+
+
+class LogLevelProperty(Property):
+    """``level``: setting it sets the level of the protocol's logger (``obj.log``), as 2.12's ``setLevel``."""
+
+    def __get__(self, obj, owner=None):
+        return self if obj is None else obj.__dict__.get(self.attr, self.default)
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.attr] = value
+        if value is not None:
+            obj.log.setLevel(value)
 
 
 class CoreProperty(Property):
@@ -126,10 +154,23 @@ def properties_of(cls) -> dict[str, Property]:
     return out
 
 
+def aliases_of(cls) -> dict[str, Property]:
+    """``{other name: Property}``: the names 2.12 also accepts for a property (see ``Property.aliases``)."""
+    return {a: p for p in properties_of(cls).values() for a in p.aliases}
+
+
 def ignored_properties_of(cls) -> dict[str, str]:
     out: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         out.update(getattr(klass, "IGNORED_PROPERTIES", {}) or {})
+    return out
+
+
+def deprecated_properties_of(cls) -> set[str]:
+    """The names 2.12 lists in ``@DeprecatedProperty`` for a class and its bases: accepted and ignored."""
+    out: set[str] = set()
+    for klass in cls.__mro__:
+        out.update(getattr(klass, "DEPRECATED_PROPERTIES", ()) or ())
     return out
 
 
@@ -152,10 +193,12 @@ def apply_properties(protocol, values: dict[str, str], where: str = "", override
                 break
     ignored_props = ignored_properties_of(cls)
     prefix_ignored = getattr(cls, "IGNORED_PREFIXES", {}) or {}
+    deprecated = deprecated_properties_of(cls)
     unknown = []
     no_effect: dict[str, list[str]] = {}
+    aliases = aliases_of(cls)
     for key, raw in values.items():
-        prop = props.get(key)
+        prop = props.get(key) or aliases.get(key)
         if prop is not None:
             try:
                 setattr(protocol, prop.attr, prop.converter(raw))
@@ -165,6 +208,8 @@ def apply_properties(protocol, values: dict[str, str], where: str = "", override
                 log.warning("%s%s: property %s is deprecated in JGroups 2.12 (%s)", where, cls.NAME, key, prop.deprecated)
             continue
         reason = ignored_props.get(key)
+        if reason is None and key in deprecated:
+            reason = "deprecated in JGroups 2.12, which ignores it too"
         if reason is None:
             for pre, why in prefix_ignored.items():
                 if key.startswith(pre):

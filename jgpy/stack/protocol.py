@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from jgpy._core.batch import split_by_header
 from jgpy._core.upgate import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS
 from jgpy.stack.events import Event, EventType
-from jgpy.stack.properties import CoreProperty, Property, properties_of, to_bool
+from jgpy.stack.properties import CoreProperty, LogLevelProperty, Property, ignored, properties_of, to_bool, to_log_level
 
 if TYPE_CHECKING:
     from jgpy.stack.stack import ProtocolStack
@@ -30,11 +30,19 @@ class Protocol:
 
     NAME: ClassVar[str] = ""
     #: JGroups properties accepted (with a warning) but not acted upon, with the reason
-    IGNORED_PROPERTIES: ClassVar[dict[str, str]] = {}
     IGNORED_PREFIXES: ClassVar[dict[str, str]] = {}
+    IGNORED_PROPERTIES: ClassVar[dict[str, str]] = {
+        "name": ignored("jgpy names a protocol by its class, so one stack holds each protocol once"),
+    }
+
+    #: names 2.12 declares with ``@DeprecatedProperty`` (on the class or a base): accepted, ignored, logged
+    DEPRECATED_PROPERTIES: ClassVar[tuple[str, ...]] = ("down_thread", "down_thread_prio", "up_thread",
+                                                        "up_thread_prio")
 
     stats = Property(to_bool, True, "collect statistics")
     ergonomics = Property(to_bool, True, "let the protocol adjust some of its properties to the cluster size")
+    level = LogLevelProperty(to_log_level, None, "the level of this protocol's logger: trace, debug, info, warn, "
+                             "error or fatal (2.12's names; java.util.logging's are accepted too)")
 
     def __init__(self) -> None:
         for prop in properties_of(type(self)).values():      # defaults as instance attributes (fast reads)

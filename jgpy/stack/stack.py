@@ -59,6 +59,9 @@ PROTOCOLS: dict[str, str] = {
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}
 
+#: properties of every protocol that the stack reads itself, before the protocol's own are set
+STACK_PROPERTIES = {"id": "the protocol id its headers carry (default: 2.12's, from jg-protocol-ids.xml)"}
+
 
 def protocol_class(name: str, where: str = "") -> type[Protocol]:
     key = _ALIASES.get(name, name)
@@ -93,7 +96,7 @@ class ProtocolStack:
             prot = cls()
             prot.stack = self
             props = resolve_properties(pc, self.overrides)
-            prot.id = self._protocol_id(pc.name, props)
+            prot.id = self._protocol_id(pc, props)
             apply_properties(prot, props, pc.where, self.overrides)
             self.protocols.append(prot)
         if not self.protocols or not getattr(self.protocols[0], "IS_TRANSPORT", False):
@@ -137,11 +140,15 @@ class ProtocolStack:
             else:
                 run, after = [], p
 
-    def _protocol_id(self, name: str, props: dict[str, str]) -> int:
+    def _protocol_id(self, pc, props: dict[str, str]) -> int:
         if "id" in props:
-            return int(props.pop("id"))
+            raw = props.pop("id")
+            try:
+                return int(raw)
+            except ValueError:
+                raise ConfigError(f"{pc.where}{pc.name}: property id={raw!r} is not a number") from None
         try:
-            return self.dialect.protocol_id(name)
+            return self.dialect.protocol_id(pc.name)
         except KeyError:
             return 0   # protocols without an id (MERGE2, BARRIER) send no headers, as in JGroups
 

@@ -678,7 +678,8 @@ class GMS(Protocol):
     use_flush = Property(to_bool, False, "", deprecated="ignored, as in 2.12")
     flush_timeout = Property(to_int, 0, "", deprecated="ignored, as in 2.12")
 
-    IGNORED_PROPERTIES = {"flush_invoker_class": ignored("jgpy runs no custom flush invokers")}
+    IGNORED_PROPERTIES = {"flush_invoker_class": ignored("jgpy runs no custom flush invokers"),
+                          "flushInvokerClass": ignored("jgpy runs no custom flush invokers")}
 
     def __init__(self) -> None:
         super().__init__()

@@ -53,7 +53,8 @@ class NAKACK(NakackCore, Protocol):
     NAME = "pbcast.NAKACK"
 
     retransmit_timeout = Property(to_longs, [600, 1200, 2400, 4800], "ms before asking for a missing message "
-                                  "again: one value per attempt, the last one repeats")
+                                  "again: one value per attempt, the last one repeats",
+                                  aliases=("retransmit_timeouts",))
     gc_lag = Property(to_int, 20, "seqnos garbage collection lags behind stability")
     max_msg_batch_size = CoreProperty(to_int, 20000, "max messages removed from a window in one go")
     use_mcast_xmit = Property(to_bool, True, "answer a retransmission request by multicasting the message")
@@ -75,6 +76,7 @@ class NAKACK(NakackCore, Protocol):
     max_xmit_rsp_bytes = Property(to_int, 2_000_000, "jgpy: payload bytes one XMIT_REQ is answered with at most "
                                   "(the requester asks again for the rest; 0: no limit)")
 
+    DEPRECATED_PROPERTIES = ("enable_xmit_time_stats",)
     IGNORED_PROPERTIES = {
         "use_stats_for_retransmission": ignored("jgpy uses retransmit_timeout/exponential_backoff"),
         "use_range_based_retransmitter": ignored("jgpy's retransmitter always works on ranges"),

@@ -303,7 +303,7 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
     use_reading_thread = Property(to_bool, False, "read the state on a separate thread",
                                   deprecated="no effect since 2.6")
 
-    IGNORED_PROPERTIES = {"bind_interface": ignored("use bind_addr")}
+    IGNORED_PROPERTIES = {"bind_interface": ignored("use bind_addr"), "bind_interface_str": ignored("use bind_addr")}
 
     def __init__(self) -> None:
         super().__init__()
