@@ -7,7 +7,7 @@ sent as a frame to every physical address the transport knows (the members', and
 before the first view), except our own. The frames of a connection are read by one thread with the GIL
 released and go up in batches, as UDP's datagrams do.
 
-Bundling (``enable_bundling``, with ``use_send_queues``): regular messages are queued on the connection as
+Bundling (``enable_bundling``, with or without ``use_send_queues``): regular messages are queued on the connection as
 bundle entries, and its sender thread turns what was queued while it wrote the previous batch into LIST
 datagrams of up to max_bundle_size, as Java's bundler does (a Java receiver hands a LIST, not every message,
 to its thread pool, whose stock tcp.xml settings discard what it cannot take at once). No message waits for a
@@ -100,7 +100,7 @@ class TCP(TP):
         port = self.server_sock.getsockname()[1]
         self.physical_addr = IpAddress(resolve_bind_addr(self.external_addr) if self.external_addr else bind, port)
         options = SocketOptions(self.send_buf_size, self.recv_buf_size, self.tcp_nodelay, self.linger,
-                                self.sock_conn_timeout, self.peer_addr_read_timeout, self.use_send_queues,
+                                self.sock_conn_timeout, self.peer_addr_read_timeout, self._sender_threads(),
                                 self.send_queue_size, self.frame_limit(), self.max_bundle_size,
                                 self.unicast_stream_gap_us, float(self.max_bundle_timeout), self.max_connections)
         self._table = ConnectionTable(self.server_sock, self.physical_addr, bind, self.receive_datagrams,
@@ -166,6 +166,13 @@ class TCP(TP):
 
     # ---- sending: regular messages as bundle entries, the others as datagrams of their own ----
 
+    def _sender_threads(self) -> bool:
+        """Whether connections get a send queue and a sender thread: with ``use_send_queues``, and with
+        ``enable_bundling`` whatever ``use_send_queues`` says: in 2.12 the transport's bundler thread, not the
+        sending one, writes bundles, and a receiver depends on them (one frame per message floods a Java
+        TCP_NIO's processor queue, whose overflow kills its reader thread)."""
+        return self.use_send_queues or self.enable_bundling
+
     def _send_single(self, msg, dest, multicast: bool) -> None:
         physical = None
         if not multicast:
@@ -174,7 +181,7 @@ class TCP(TP):
                 self.counters["dropped_no_physical_addr"] += 1
                 return
         dialect = self.stack.dialect
-        if (self.enable_bundling and self.use_send_queues and not (msg.flags & OOB_OR_DONT_BUNDLE)
+        if (self.enable_bundling and not (msg.flags & OOB_OR_DONT_BUNDLE)
                 and not isinstance(dest, IpAddress) and self.local_addr is not None):
             entry = dialect.encode_list_entry(msg, self.local_addr)
             if multicast:

@@ -32,6 +32,7 @@ PROTOCOLS: dict[str, str] = {
     "UDP": "jgpy.protocols.udp:UDP",
     "PING": "jgpy.protocols.ping:PING",
     "TCP": "jgpy.protocols.tcp:TCP",
+    "TCP_NIO": "jgpy.protocols.tcp_nio:TCP_NIO",
     "TCPPING": "jgpy.protocols.tcpping:TCPPING",
     "MERGE2": "jgpy.protocols.merge2:MERGE2",
     "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",

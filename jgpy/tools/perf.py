@@ -295,7 +295,7 @@ class Cluster:
         self.config = config
         self._config_file: str | None = None
         stack = load_config(config)
-        if stack.protocols and stack.protocols[0].name.rsplit(".", 1)[-1] == "TCP":
+        if stack.protocols and stack.protocols[0].name.rsplit(".", 1)[-1] in ("TCP", "TCP_NIO"):
             stack, self.props, _ = private_tcp(stack, len(kinds))     # a block of free ports of our own
             with tempfile.NamedTemporaryFile("w", prefix="jgpy-perf-cfg-", suffix=".xml", delete=False) as f:
                 f.write(stack.to_xml())
