@@ -203,11 +203,14 @@ class ClassDesc:
 @dataclass
 class JavaObject:
     """An object read from a stream: its class and either ``external`` (the raw block data of an
-    Externalizable) or ``fields`` (per class, super class first: ``{field name: value}``)."""
+    Externalizable) or ``fields`` (per class, super class first: ``{field name: value}``) and what each class's
+    ``writeObject`` wrote after them (``annotations``: a collection's or map's elements)."""
 
     desc: ClassDesc
     external: bytes | None = None
     fields: dict = field(default_factory=dict)
+    #: per class with a ``writeObject`` method: (its block data, the objects it wrote), in stream order
+    annotations: dict = field(default_factory=dict)
 
     @property
     def class_name(self) -> str:
@@ -421,7 +424,7 @@ class ObjectInput:
         """Class annotations / writeObject extras: objects and block data up to TC_ENDBLOCKDATA."""
         self._block_data_until_end(keep=False)
 
-    def _block_data_until_end(self, keep: bool) -> bytes:
+    def _block_data_until_end(self, keep: bool, objects: list | None = None) -> bytes:
         data = bytearray()
         while True:
             tc = self._u1()
@@ -432,7 +435,9 @@ class ObjectInput:
             elif tc == TC_BLOCKDATALONG:
                 chunk = self._exact(self._check(self._unpack(">i", 4), "block data length"))
             else:
-                self._content(tc)                 # an object inside the annotations: read and drop
+                obj = self._content(tc)           # an object inside the annotations: kept if asked, else dropped
+                if objects is not None:
+                    objects.append(obj)
                 continue
             if keep:
                 data += chunk
@@ -463,7 +468,10 @@ class ObjectInput:
             if not desc.flags & SC_BLOCK_DATA:
                 raise JavaSerializationError(f"{desc.name}: externalizable data of protocol version 1 cannot be "
                                              "read without the class")
-            obj.external = self._block_data_until_end(keep=True)
+            objects = []
+            obj.external = self._block_data_until_end(keep=True, objects=objects)
+            if objects:
+                obj.annotations[desc.name] = (obj.external, objects)
         else:
             chain = []
             d: ClassDesc | None = desc
@@ -481,7 +489,8 @@ class ObjectInput:
                         values[fname] = self.read_object()
                 obj.fields[d.name] = values
                 if d.flags & SC_WRITE_METHOD:
-                    self._skip_annotations()
+                    objects: list = []
+                    obj.annotations[d.name] = (self._block_data_until_end(keep=True, objects=objects), objects)
         result = _to_address(obj)
         if result is not obj:
             self._handles[h] = result

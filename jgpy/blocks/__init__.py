@@ -1,0 +1,2 @@
+"""JGroups building blocks (``org.jgroups.blocks``): MessageDispatcher and RpcDispatcher, wire-compatible with
+Java 2.12's."""
