@@ -1,6 +1,7 @@
 """What :class:`jgpy.javaser.ObjectInput` reads, as Python values (the inverse of :mod:`jgpy.javaser_write`).
 
-Boxed numbers, booleans and characters become int, float, bool and str; ``byte[]`` bytes; other arrays, lists
+Boxed numbers, booleans and characters become int, float, bool and str (a Long, Short, Byte or Float the int
+and float subclasses JLong, JShort, JByte, JFloat, which the writer writes back as the same Java type); ``byte[]`` bytes; other arrays, lists
 and ``LinkedList`` lists; sets sets; ``HashMap``/``Hashtable``/``TreeMap``/``LinkedHashMap`` dicts; a
 ``Throwable`` a :class:`JavaException` (class, message, stack trace, cause). What has no Python twin stays as the
 reader gave it (:class:`~jgpy.javaser.JavaObject`, :class:`~jgpy.javaser.ClassDesc` for a ``Class``).
@@ -12,7 +13,7 @@ from typing import Any
 
 from jgpy.errors import JgpyError
 from jgpy.javaser import ClassDesc, JavaArray, JavaEnum, JavaObject, ObjectInput
-from jgpy.javaser_write import StackFrame
+from jgpy.javaser_write import BOXED_SUBCLASSES, StackFrame
 
 _BOXED = {"java.lang.Integer", "java.lang.Long", "java.lang.Short", "java.lang.Byte", "java.lang.Float",
           "java.lang.Double", "java.lang.Boolean", "java.lang.Character"}
@@ -98,6 +99,9 @@ class _Converter:
             value = _fields(obj).get("value")
             if name == "java.lang.Character" and isinstance(value, int):
                 value = chr(value)
+            box = BOXED_SUBCLASSES.get(name[10:])
+            if box is not None and value is not None:
+                value = box(value)
             self._done[key] = value
             return value
         if name in _EMPTY:

@@ -9,6 +9,8 @@ Python value                           Java object written
 None                                   null
 str                                    String (``TC_STRING``; ``TC_LONGSTRING`` past 65535 bytes)
 bool / int / float                     Boolean / Integer (Long when it needs 64 bits) / Double
+JLong / JShort / JByte / JFloat        Long / Short / Byte / Float (int and float subclasses; the reader
+                                       gives these for such values, so they go back as they came)
 ``JavaObject("Long", 5)`` ...          the boxed type named (Integer, Long, Short, Byte, Float, Double, Boolean,
                                        Character, String, byte[], null): :class:`jgpy.JavaObject`, as for
                                        ``Message.setObject``
@@ -54,6 +56,34 @@ MAX_WRITE_DEPTH = 200
 
 class JavaWriteError(JavaSerializationError, TypeError):
     """A value that cannot be written as a Java object (raised at the caller; nothing is sent)."""
+
+
+class JLong(int):
+    """An int that is a Java ``Long`` (what the reader gives for one, so it goes back as a Long)."""
+
+    JAVA_TYPE = "Long"
+
+
+class JShort(int):
+    """An int that is a Java ``Short``."""
+
+    JAVA_TYPE = "Short"
+
+
+class JByte(int):
+    """An int that is a Java ``Byte``."""
+
+    JAVA_TYPE = "Byte"
+
+
+class JFloat(float):
+    """A float that is a Java ``Float`` (Python's float is a Double)."""
+
+    JAVA_TYPE = "Float"
+
+
+#: the reader's boxed values that are not Python's defaults (Integer: int, Double: float)
+BOXED_SUBCLASSES = {"Long": JLong, "Short": JShort, "Byte": JByte, "Float": JFloat}
 
 
 @dataclass(frozen=True)
@@ -409,6 +439,8 @@ class ObjectWriter:
             self.write_string(v)
         elif isinstance(v, bool):
             self._box("Boolean", v)
+        elif isinstance(v, (JLong, JShort, JByte, JFloat)):
+            self._box(v.JAVA_TYPE, v)
         elif isinstance(v, int):
             self._box("Integer" if -(1 << 31) <= v < (1 << 31) else "Long", v)
         elif isinstance(v, float):
@@ -665,6 +697,6 @@ def serialize(value: Any) -> bytes:
 # used by the MethodCall writer
 SC_METHOD_CALL = _METHOD_CALL
 
-__all__ = ["JavaClass", "JavaCollection", "JavaMap", "JavaThrowable", "JavaWriteError", "MAX_BLOCK_SIZE",
+__all__ = ["BOXED_SUBCLASSES", "JByte", "JFloat", "JLong", "JShort", "JavaClass", "JavaCollection", "JavaMap", "JavaThrowable", "JavaWriteError", "MAX_BLOCK_SIZE",
            "METHOD_CALL_CLASS", "ObjectWriter", "StackFrame", "THROWABLES", "java_hash", "serialize",
            "throwable_from_exception", "write_objects"]

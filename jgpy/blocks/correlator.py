@@ -28,7 +28,7 @@ from jgpy.errors import JgpyError
 from jgpy.headers import MultiDestinationHeader, RequestCorrelatorHeader
 from jgpy.javaser import JavaSerializationError
 from jgpy.javaser_values import JavaException, deserialize
-from jgpy.javaser_write import JavaWriteError, serialize, throwable_from_exception
+from jgpy.javaser_write import BOXED_SUBCLASSES, JavaWriteError, serialize, throwable_from_exception
 from jgpy.stack.logutil import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -348,6 +348,9 @@ def marshal_value(value: Any, dialect: Any) -> bytes:
     str that is not Latin-1 goes serialized (Java's own tag would drop the high bits of its chars)."""
     if isinstance(value, BaseException):
         return b"\x02" + serialize(throwable_from_exception(value))
+    box = getattr(value, "JAVA_TYPE", None)
+    if box is not None:
+        return bytes(dialect.object_to_buffer(value, box))
     if isinstance(value, _PLAIN) and not (isinstance(value, int) and not -(1 << 63) <= value < (1 << 63)):
         return bytes(dialect.object_to_buffer(value))
     if isinstance(value, str):
@@ -366,7 +369,9 @@ def unmarshal_value(data: memoryview | bytes, dialect: Any) -> Any:
     """The value of a response payload; tag 2 is read by the bounded Java stream reader."""
     if len(data) and data[0] == TAG_SERIALIZABLE:
         return deserialize(bytes(data[1:]))
-    return dialect.object_from_buffer(bytes(data))
+    typed = dialect.object_from_buffer(bytes(data), True)
+    box = BOXED_SUBCLASSES.get(typed.type)
+    return box(typed.value) if box is not None else typed.value
 
 
 class RequestHandler(Protocol):
