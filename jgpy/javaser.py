@@ -249,16 +249,7 @@ class ObjectInput:
     @classmethod
     def from_bytes(cls, data: bytes) -> "ObjectInput":
         """An ObjectInput over ``data``: every length and count is checked against the bytes ``data`` has left."""
-        mv = memoryview(bytes(data))
-        pos = [0]
-
-        def read(n: int) -> bytes:
-            chunk = mv[pos[0]:pos[0] + n].tobytes()
-            pos[0] += len(chunk)
-            return chunk
-        obj = cls(read, len(mv))
-        obj._consumed = lambda: pos[0]      # type: ignore[attr-defined]
-        return obj
+        return _BytesObjectInput(bytes(data))
 
     @property
     def remaining(self) -> int:
@@ -495,6 +486,46 @@ class ObjectInput:
         if result is not obj:
             self._handles[h] = result
         return result
+
+
+class _BytesObjectInput(ObjectInput):
+    """ObjectInput over bytes in memory: reads are slices (a call's MethodCall is read per request)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+        super().__init__(self._no_read, len(data))
+
+    @staticmethod
+    def _no_read(n: int) -> bytes:
+        return b""
+
+    def _consumed(self) -> int:
+        return self._pos
+
+    def _exact(self, n: int) -> bytes:
+        if n < 0 or n > self._left:
+            self._check(n, "length")
+        p = self._pos
+        self._pos = p + n
+        self._left -= n
+        return self._data[p:p + n]
+
+    def _u1(self) -> int:
+        if self._left < 1:
+            raise JavaSerializationError("end of stream: 1 of 1 bytes missing")
+        p = self._pos
+        self._pos = p + 1
+        self._left -= 1
+        return self._data[p]
+
+    def _unpack(self, fmt: str, n: int):
+        if n > self._left:
+            self._check(n, "length")
+        p = self._pos
+        self._pos = p + n
+        self._left -= n
+        return struct.unpack_from(fmt, self._data, p)[0]
 
 
 def _to_address(obj: JavaObject) -> Any:

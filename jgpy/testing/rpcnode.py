@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from typing import Any, Mapping, Sequence
 
-from jgpy.testing.java import JGROUPS_JAR, HarnessNode, ensure_compiled, interop_classes_dir, java_debug_args
+from jgpy.testing.java import JGROUPS_JAR, REPO_ROOT, HarnessNode, ensure_compiled, interop_classes_dir, java_debug_args
 
 
 class JavaRpcNode(HarnessNode):
@@ -49,4 +50,18 @@ class JavaRpcNode(HarnessNode):
             pass
 
 
-__all__ = ["JavaRpcNode"]
+class PyRpcNode(JavaRpcNode):
+    """The jgpy twin (``python -m jgpy.tools.rpc_member``): the same commands, its own process."""
+
+    KIND = "jgpy-rpc"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "jgpy.tools.rpc_member", *(f"--prop={k}={v}" for k, v in self.props.items())]
+
+    def environment(self) -> dict[str, str] | None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+        return env
+
+
+__all__ = ["JavaRpcNode", "PyRpcNode"]

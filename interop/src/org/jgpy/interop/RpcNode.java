@@ -44,7 +44,7 @@ import java.util.concurrent.atomic.AtomicLong;
  *      method_id, rsp: GET_ALL|GET_FIRST|GET_MAJORITY|GET_NONE, timeout_ms, oob}}: callRemoteMethods; the reply's
  *      {@code results} list one entry per member: name, received, suspected, and {@code value} described as
  *      {@link SerGolden#describe} does;</li>
- *  <li>{@code bench {dests, count, size, warmup, async, rsp}}: {@code count} calls of {@code echoBytes(byte[size])}
+ *  <li>{@code bench {dests, count, size, warmup, async, rsp, anycast}}: {@code count} calls of {@code echoBytes(byte[size])}
  *      (sync: one at a time, the reply gives each round trip in ns; async: all with futures, then waits);</li>
  *  <li>{@code served}: how many calls the server ran; {@code exit}.</li>
  * </ul>
@@ -288,6 +288,8 @@ public final class RpcNode {
         int size=(int)Codec.toLong(cmd.get("size"), "size");
         boolean async=cmd.get("async") != null && Codec.toBool(cmd.get("async"), "async");
         RequestOptions opts=new RequestOptions(mode(cmd.get("rsp")), 10000);
+        if(cmd.get("anycast") != null && Codec.toBool(cmd.get("anycast"), "anycast"))
+            opts.setAnycasting(true);
         MethodCall mc=new MethodCall("echoBytes", new Object[]{new byte[size]}, new Class[]{byte[].class});
         for(int i=0; i < warmup; i++)
             disp.callRemoteMethods(dests, mc, opts);
