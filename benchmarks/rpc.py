@@ -87,7 +87,7 @@ def measure(caller, workload: str, count: int, async_count: int, size: int = 100
         us = [n / 1000 for n in rep["ns"]]
         return {"median_us": statistics.median(us), "p99_us": _pct(us, 0.99), "calls": count,
                 "calls_per_s": count / (rep["total_ns"] / 1e9), "missing": rep["missing"]}
-    rep = caller.call("bench", timeout=600, dests=dests, count=async_count, size=size, warmup=200, anycast=True,
+    rep = caller.call("bench", timeout=600, dests=dests, count=async_count, size=size, warmup=1000, anycast=True,
                       **{"async": True})
     return {"calls_per_s": async_count / (rep["total_ns"] / 1e9), "calls": async_count, "missing": rep["missing"]}
 
