@@ -77,7 +77,7 @@ class _Converter:
                 self._done[key] = out
                 return out
             if v.class_name == "[C":
-                lst: list = [chr(c) for c in v.values]
+                lst: list[Any] = [chr(c) for c in v.values]
                 self._done[key] = lst
                 return lst
             if v.class_name == "[Z":
@@ -110,7 +110,7 @@ class _Converter:
             return out
         objects = [o for _, objs in obj.annotations.values() for o in objs]
         if name in _LISTS:
-            lst: list = []
+            lst: list[Any] = []
             self._done[key] = lst
             lst.extend(self.convert(x) for x in objects)
             return lst

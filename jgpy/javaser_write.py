@@ -249,8 +249,9 @@ def throwable_from_exception(exc: BaseException, _depth: int = 0) -> JavaThrowab
                   for f in reversed(traceback.extract_tb(exc.__traceback__))] if exc.__traceback__ else []
         t = JavaThrowable(name, f"{type(exc).__name__}: {text}" if text else type(exc).__name__, frames)
     cause = exc.__cause__
-    if cause is None and isinstance(getattr(exc, "cause", None), BaseException):
-        cause = exc.cause
+    explicit = getattr(exc, "cause", None)
+    if cause is None and isinstance(explicit, BaseException):
+        cause = explicit
     if cause is not None and cause is not exc and _depth < 16:
         t.cause = throwable_from_exception(cause, _depth + 1)
     return t
@@ -301,7 +302,7 @@ def _hashmap_capacity(size: int) -> int:
     return cap
 
 
-def _hash_order(keys: list, capacity: int) -> list[int]:
+def _hash_order(keys: list[Any], capacity: int) -> list[int]:
     hashes = [java_hash(k) for k in keys]
     if any(h is None for h in hashes):
         return list(range(len(keys)))

@@ -24,6 +24,11 @@ from jgpy.blocks.rpc import RpcDispatcher
 from jgpy.channel import Channel, Receiver
 
 
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 async def wait_request(req: GroupRequest) -> RspList:
     """The answers of ``req`` once complete or its timeout passed (then what came by then)."""
     if req.done:
@@ -32,7 +37,7 @@ async def wait_request(req: GroupRequest) -> RspList:
     fut: asyncio.Future[None] = loop.create_future()
 
     def wake(_req: GroupRequest) -> None:
-        loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(None))
+        loop.call_soon_threadsafe(_resolve, fut)
     req.add_done_callback(wake)
     timeout = req.options.timeout
     try:
@@ -49,7 +54,7 @@ class AsyncRpcDispatcher:
     (its message queue keeps getting every message that is not a call or an answer)."""
 
     def __init__(self, channel: Channel | AsyncChannel, server: Any = None, receiver: Receiver | None = None,
-                 method_lookup: Callable[[int], Callable | None] | None = None) -> None:
+                 method_lookup: Callable[[int], Callable[..., Any] | None] | None = None) -> None:
         ch = channel.channel if isinstance(channel, AsyncChannel) else channel
         self.dispatcher = RpcDispatcher(ch, server, receiver, method_lookup)
 

@@ -93,10 +93,10 @@ class MessageDispatcher:
                  receiver: Receiver | None = None, max_outstanding: int = 100_000) -> None:
         self.channel = channel
         if handler is not None and not hasattr(handler, "handle"):
-            handler = _FunctionHandler(handler)           # type: ignore[arg-type]
-        self._members: list[Address] | None = list(channel.view.members) if channel.view is not None else None
+            handler = _FunctionHandler(handler)
+        self._members: list[Address] | None = list(channel.view.members or ()) if channel.view is not None else None
         self._members_lock = threading.Lock()
-        self.corr = RequestCorrelator(self._send, handler, channel.stack.dialect,  # type: ignore[arg-type]
+        self.corr = RequestCorrelator(self._send, handler, channel.stack.dialect,
                                       lambda: channel.address, lambda: self._members, max_outstanding)
         self._adapter = _Adapter(self, receiver if receiver is not None else channel.receiver)
         channel.receiver = self._adapter
@@ -123,14 +123,14 @@ class MessageDispatcher:
 
     def _view(self, view: View) -> None:
         with self._members_lock:
-            self._members = list(view.members)
+            self._members = list(view.members or ())
         self.corr.receive_view(self._members)
 
     @property
     def members(self) -> list[Address]:
         m = self._members
         if m is None and self.channel.view is not None:
-            m = list(self.channel.view.members)
+            m = list(self.channel.view.members or ())
         return list(m or ())
 
     # ---- requests
@@ -196,6 +196,8 @@ class MessageDispatcher:
         left, ``TimeoutError`` after ``options.timeout`` ms; GET_NONE returns None at once."""
         options = options or RequestOptions()
         dest = msg.dest
+        if dest is None:
+            raise ValueError("send_message needs a destination: use cast_message for the whole group")
         req = self.send_message_with_future(msg, options)
         if options.mode == ResponseMode.GET_NONE:
             return None

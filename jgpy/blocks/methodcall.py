@@ -101,7 +101,7 @@ class MethodCall:
 
     mode: int
     name: str | None
-    args: list = field(default_factory=list)
+    args: list[Any] = field(default_factory=list)
     types: list[str] | None = None          # TYPES, METHOD: parameter types; SIGNATURE: the signature
     method_id: int = 0
     declaring_class: str | None = None      # METHOD only
@@ -137,7 +137,7 @@ class MethodCall:
         if self.mode == ID and not -32768 <= self.method_id <= 32767:
             raise JavaWriteError(f"method id {self.method_id} does not fit a Java short")
 
-    def java_args(self) -> tuple:
+    def java_args(self) -> tuple[Any, ...]:
         """The arguments in their Java form (an ``Object[]``)."""
         if self.types is not None and len(self.types) == len(self.args):
             return tuple(java_value(a, t) for a, t in zip(self.args, self.types))
@@ -230,7 +230,7 @@ def method_call_from_object(obj: Any) -> MethodCall:
         raise JavaSerializationError("MethodCall: no arguments array")
     raw_args = objects.pop(0)
     if raw_args is None:
-        args: list = []
+        args: list[Any] = []
     elif isinstance(raw_args, JavaArray) and isinstance(raw_args.values, list):
         args = list(to_python(raw_args))
     else:

@@ -40,13 +40,13 @@ class NoSuchMethodError(JgpyError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        self.stack_trace: list = []
+        self.stack_trace: list[Any] = []
 
 
-def rpc_method(name: str | None = None, types: Sequence[str] | None = None) -> Callable[[Callable], Callable]:
+def rpc_method(name: str | None = None, types: Sequence[str] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark a server method as callable with Java ``name`` (default: its own) and parameter ``types``
     (``["java.lang.String", "int"]``; None: any types with the right number of arguments)."""
-    def mark(fn: Callable) -> Callable:
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn.__rpc_name__ = name or fn.__name__                                      # type: ignore[attr-defined]
         fn.__rpc_types__ = [java_type_name(t) for t in types] if types is not None else None  # type: ignore
         return fn
@@ -62,14 +62,14 @@ class _MethodTable:
 
     def __init__(self, server: Any) -> None:
         self.server = server
-        self.by_name: dict[str, list[tuple[Callable, list[str] | None]]] = {}
+        self.by_name: dict[str, list[tuple[Callable[..., Any], list[str] | None]]] = {}
         for attr in dir(type(server)):
             fn = getattr(type(server), attr, None)
             rpc_name = getattr(fn, "__rpc_name__", None)
-            if rpc_name is not None:
+            if rpc_name is not None and fn is not None:
                 self.by_name.setdefault(rpc_name, []).append((getattr(server, attr), fn.__rpc_types__))
 
-    def find(self, mc: MethodCall) -> Callable:
+    def find(self, mc: MethodCall) -> Callable[..., Any]:
         name = mc.name or ""
         n = len(mc.args)
         for fn, types in self.by_name.get(name, ()):
@@ -85,15 +85,15 @@ class _MethodTable:
             elif mc.mode == OLD:
                 return fn
         if not self.by_name.get(name) and not name.startswith("_"):
-            fn = getattr(self.server, name, None)
-            if callable(fn) and _fits(fn, n):
-                return fn
+            attr: Callable[..., Any] | None = getattr(self.server, name, None)
+            if callable(attr) and _fits(attr, n):
+                return attr
         sig = ", ".join(mc.types) if mc.types else ", ".join(type(a).__name__ for a in mc.args)
         raise NoSuchMethodError(f"found no method called {name} in class {type(self.server).__name__} with "
                                 f"({sig}) formal parameters")
 
 
-def _fits(fn: Callable, n: int) -> bool:
+def _fits(fn: Callable[..., Any], n: int) -> bool:
     try:
         inspect.signature(fn).bind(*([None] * n))
         return True
@@ -107,7 +107,7 @@ class RpcDispatcher(MessageDispatcher):
     ``method_lookup(id)`` maps the id of an ID-mode call to a callable."""
 
     def __init__(self, channel: Channel, server: Any = None, receiver: Receiver | None = None,
-                 method_lookup: Callable[[int], Callable | None] | None = None,
+                 method_lookup: Callable[[int], Callable[..., Any] | None] | None = None,
                  max_outstanding: int = 100_000) -> None:
         self.server = server
         self.method_lookup = method_lookup
