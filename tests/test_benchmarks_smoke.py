@@ -203,4 +203,4 @@ def test_rpc_benchmark_runs_once():
     for kind in ("PJ", "JP"):
         for workload, recs in out["results"][kind].items():
             assert len(recs) == 1 and recs[0]["missing"] == 0, (kind, workload, recs)
-    assert len(out["markdown"]) == 5
+    assert len(out["markdown"]) == 4 + 2          # intro, blank, header, rule, one row per kind
