@@ -241,6 +241,8 @@ class ObjectInput:
         self._read = read
         self._left = max_bytes            # bytes we may still read
         self._depth = 0
+        self._max_depth = 0               # the deepest nesting so far (a remembered descriptor needs as much)
+        self._refs_used = 0               # back-references resolved so far
         self._handles: list = []
         header = self._exact(4)
         if header != STREAM_HEADER:
@@ -299,6 +301,7 @@ class ObjectInput:
         return len(self._handles) - 1
 
     def _ref(self) -> Any:
+        self._refs_used += 1
         h = self._unpack(">i", 4) - BASE_WIRE_HANDLE
         if not 0 <= h < len(self._handles):
             raise JavaSerializationError(f"reference to unknown handle {h + BASE_WIRE_HANDLE:#x}")
@@ -488,6 +491,15 @@ class ObjectInput:
         return result
 
 
+#: class descriptors read from bytes before: key (name, serialVersionUID, flags, field count as written) ->
+#: (the descriptor's bytes, the objects it put in the handle table, the ClassDesc, how deep it nested). Only
+#: descriptors without back-references (those would mean something else in another stream), at most
+#: _MAX_SPAN bytes each and _MAX_SPANS in all: a stranger's descriptors can fill it, not grow it
+_DESC_SPANS: dict[bytes, tuple[bytes, list, ClassDesc, int]] = {}
+_MAX_SPANS = 256
+_MAX_SPAN = 1024
+
+
 class _BytesObjectInput(ObjectInput):
     """ObjectInput over bytes in memory: reads are slices (a call's MethodCall is read per request)."""
 
@@ -502,6 +514,38 @@ class _BytesObjectInput(ObjectInput):
 
     def _consumed(self) -> int:
         return self._pos
+
+    def _enter(self) -> None:
+        super()._enter()
+        if self._depth > self._max_depth:
+            self._max_depth = self._depth
+
+    def _class_desc_body(self, tc: int) -> ClassDesc:
+        """A class descriptor; one read before with the same bytes (and no back-reference inside) is not read
+        again: the same ClassDesc and handles are taken from :data:`_DESC_SPANS` (a call's MethodCall repeats
+        its descriptors in every request)."""
+        if tc != TC_CLASSDESC or self._left < 2:
+            return super()._class_desc_body(tc)
+        data, p = self._data, self._pos
+        klen = 2 + ((data[p] << 8) | data[p + 1]) + 11          # name, serialVersionUID, flags, field count
+        key = data[p:p + klen] if klen <= self._left else None
+        if key is not None:
+            hit = _DESC_SPANS.get(key)
+            if hit is not None:
+                span, objs, desc, depth = hit
+                if self._depth + depth <= MAX_DEPTH and data.startswith(span, p):
+                    self._max_depth = max(self._max_depth, self._depth + depth)
+                    self._handles.extend(objs)
+                    self._pos = p + len(span)
+                    self._left -= len(span)
+                    return desc
+        refs, first_handle, depth0 = self._refs_used, len(self._handles), self._depth
+        self._max_depth = depth0
+        desc = super()._class_desc_body(tc)
+        if (key is not None and self._refs_used == refs and self._pos - p <= _MAX_SPAN
+                and len(_DESC_SPANS) < _MAX_SPANS):
+            _DESC_SPANS[key] = (data[p:self._pos], self._handles[first_handle:], desc, self._max_depth - depth0)
+        return desc
 
     def _exact(self, n: int) -> bytes:
         if n < 0 or n > self._left:

@@ -163,6 +163,7 @@ _ARRAY_SUIDS = {
     "[Ljava.lang.String;": -5921575005990323385, "[Ljava.lang.Class;": -6118465897992725863,
     "[Ljava.lang.StackTraceElement;": 163864874655228473,
 }
+_ARRAY_DESCS = {name: _Desc(name, suid) for name, suid in _ARRAY_SUIDS.items()}
 _PRIM_ARRAY_FORMATS = {"[B": "b", "[S": "h", "[I": "i", "[J": "q", "[F": "f", "[D": "d", "[Z": "?", "[C": "H"}
 #: the serialVersionUIDs of the Class objects a call's types name (primitive and non-serializable classes: 0)
 _CLASS_SUIDS = {"java.lang.String": -6849794470754667710, **{d.name: d.suid for d, _ in _BOXES.values()},
@@ -325,6 +326,7 @@ class ObjectWriter:
         self._block = bytearray()           # block data not written yet (writeExternal / writeObject extras)
         self._block_mode = 0
         self._depth = 0
+        self._refs = 0                      # references written (a descriptor blob must have none)
 
     def getvalue(self) -> bytes:
         self._flush_block()
@@ -341,6 +343,7 @@ class ObjectWriter:
         h = self._handles.get(key)
         if h is None:
             return False
+        self._refs += 1
         self._flush_block()
         self.buf += struct.pack(">Bi", TC_REFERENCE, h)
         return True
@@ -406,6 +409,16 @@ class ObjectWriter:
             return
         if self._shared(("desc", d.name)):
             return
+        blob = _desc_blob(d)
+        if blob is not None and not any(k in self._handles for k in blob[1]):
+            self.buf += blob[0]                     # the bytes a fresh write gives, handles in the same order
+            for k in blob[1]:
+                self._handles[k] = self._next
+                self._next += 1
+            return
+        self._write_desc(d)
+
+    def _write_desc(self, d: _Desc) -> None:
         self.buf.append(TC_CLASSDESC)
         self._utf(d.name)
         self.buf += struct.pack(">qBH", d.suid, d.flags, len(d.fields))
@@ -434,6 +447,19 @@ class ObjectWriter:
             self._depth -= 1
 
     def _write(self, v: Any) -> None:
+        t = type(v)                                 # the common exact types first, without the isinstance chain
+        if t is str:
+            self.write_string(v)
+        elif t is bytes:
+            self._array("[B", v, None)
+        elif t is int:
+            self._box("Integer" if -(1 << 31) <= v < (1 << 31) else "Long", v)
+        elif t is tuple:
+            self._array("[Ljava.lang.Object;", v, v)
+        else:
+            self._write_other(v)
+
+    def _write_other(self, v: Any) -> None:
         if v is None:
             self.buf.append(TC_NULL)
         elif isinstance(v, str):
@@ -535,7 +561,7 @@ class ObjectWriter:
         if suid is None:
             raise JavaWriteError(f"cannot write an array of class {class_name!r}: use one of {sorted(_ARRAY_SUIDS)}")
         self.buf.append(TC_ARRAY)
-        self._class_desc(_Desc(class_name, suid))
+        self._class_desc(_ARRAY_DESCS[class_name])
         self._new_handle(key)
         if key is not None:
             self._keep.append(identity)
@@ -638,7 +664,7 @@ class ObjectWriter:
 
     def _stack_trace(self, frames: Sequence[StackFrame]) -> None:
         self.buf.append(TC_ARRAY)
-        self._class_desc(_Desc("[Ljava.lang.StackTraceElement;", _ARRAY_SUIDS["[Ljava.lang.StackTraceElement;"]))
+        self._class_desc(_ARRAY_DESCS["[Ljava.lang.StackTraceElement;"])
         self._new_handle()
         self.buf += struct.pack(">i", len(frames))
         for f in frames:
@@ -663,6 +689,27 @@ class ObjectWriter:
         self._begin_block()
         v.write_external(self)
         self._end_block()
+
+
+#: per descriptor, what writing it (and its super classes) into a fresh stream gives, when that holds no
+#: reference: (bytes, the handle keys it assigns in order); None when it does. Bounded: class names come from
+#: callers (JavaClass), so at most _MAX_BLOBS descriptors are remembered
+_DESC_BLOBS: dict[_Desc, tuple[bytes, tuple[Any, ...]] | None] = {}
+_MAX_BLOBS = 512
+
+
+def _desc_blob(d: _Desc) -> tuple[bytes, tuple[Any, ...]] | None:
+    try:
+        return _DESC_BLOBS[d]
+    except KeyError:
+        pass
+    w = ObjectWriter()
+    w._write_desc(d)
+    blob = None if w._refs else (bytes(w.buf[len(STREAM_HEADER):]),
+                                 tuple(sorted(w._handles, key=w._handles.__getitem__)))
+    if len(_DESC_BLOBS) < _MAX_BLOBS:
+        _DESC_BLOBS[d] = blob
+    return blob
 
 
 def _class_object_desc(name: str) -> _Desc:

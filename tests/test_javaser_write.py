@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import struct
 import subprocess
 
 import pytest
 
 from jgpy import JavaObject
 from jgpy.blocks.methodcall import MethodCall, decode_method_call
-from jgpy.javaser import JavaArray
+from jgpy.javaser import JavaArray, JavaSerializationError
 from jgpy.javaser_values import JavaException, deserialize
 from jgpy.javaser_write import (JavaClass, JavaCollection, JavaMap, JavaThrowable, JavaWriteError, StackFrame,
                                 serialize)
@@ -177,3 +178,33 @@ def test_deep_nesting_is_an_error_not_a_crash():
 
 def test_class_objects():
     assert deserialize(serialize(JavaClass("int"))).name == "int"
+
+
+def test_remembered_class_descriptors_are_bounded_and_read_as_before():
+    """ObjectInput over bytes does not read a descriptor it read before again (javaser._DESC_SPANS): strangers'
+    descriptors fill the table but never grow it past its bound, and what is read is what a full read gives."""
+    from jgpy import javaser
+    for i in range(javaser._MAX_SPANS + 300):
+        assert deserialize(serialize(JavaClass(f"org.example.C{i}"))).name == f"org.example.C{i}"
+    assert len(javaser._DESC_SPANS) <= javaser._MAX_SPANS
+    # descriptors with back-references inside (StackTraceElement's String fields) are read in full every time
+    exc = JavaThrowable("java.lang.RuntimeException", "x", _TRACE)
+    for _ in range(3):
+        got = deserialize(serialize(exc))
+        assert (got.java_class, got.message, got.stack_trace) == ("java.lang.RuntimeException", "x", _TRACE)
+    # the same descriptor bytes: the second read takes the remembered one and gives the same values
+    call = MethodCall.with_types("add", [1, 2], ["int", "long"])
+    first, second = decode_method_call(call.to_buffer()), decode_method_call(call.to_buffer())
+    assert (first.args, first.types) == (second.args, second.types) == ([1, 2], ["int", "long"])
+
+
+def test_a_remembered_descriptor_still_counts_towards_the_nesting_bound():
+    from jgpy.javaser import MAX_DEPTH, ObjectInput
+    inner = serialize(JavaObject("Short", 1))[4:]                 # an object with a descriptor and its super's
+    assert ObjectInput.from_bytes(b"\xac\xed\x00\x05" + inner).read_object() is not None    # remembered now
+    nested = b"\xac\xed\x00\x05" + b"\x75\x72\x00\x13[Ljava.lang.Object;" + struct.pack(
+        ">qBH", -8012369246846506644, 2, 0) + b"\x78\x70" + struct.pack(">i", 1)
+    # arrays of one element nested MAX_DEPTH - 1 deep around the object: its descriptor chain goes past the bound
+    stream = b"\xac\xed\x00\x05" + nested[4:] * (MAX_DEPTH - 1) + inner
+    with pytest.raises(JavaSerializationError, match="nested"):
+        ObjectInput.from_bytes(stream).read_object()
