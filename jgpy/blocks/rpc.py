@@ -120,7 +120,7 @@ class RpcDispatcher(MessageDispatcher):
 
     def handle(self, msg: Message) -> Any:
         """Run the MethodCall in ``msg`` on the server object; its value, or the exception (returned, as Java)."""
-        if self._table is None:
+        if self._table is None and self.method_lookup is None:
             return NoSuchMethodError("no server object is registered")
         payload = msg.payload
         if payload is None or len(payload) == 0:
@@ -134,6 +134,8 @@ class RpcDispatcher(MessageDispatcher):
             fn = self.method_lookup(mc.method_id) if self.method_lookup is not None else None
             if fn is None:
                 return NoSuchMethodError(f"no method found for id {mc.method_id}")
+        elif self._table is None:
+            return NoSuchMethodError(f"no server object for {mc.name}: this dispatcher serves calls by id only")
         else:
             fn = self._table.find(mc)
         return fn(*mc.args)

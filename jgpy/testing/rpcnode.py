@@ -64,4 +64,23 @@ class PyRpcNode(JavaRpcNode):
         return env
 
 
-__all__ = ["JavaRpcNode", "PyRpcNode"]
+class JavaMapNode(JavaRpcNode):
+    """A JVM sharing a ReplicatedHashMap (``interop/src/org/jgpy/interop/MapNode.java``)."""
+
+    KIND = "java-map"
+
+    def command(self) -> list[str]:
+        return [*super().command()[:-1], "org.jgpy.interop.MapNode"]
+
+    def connect_map(self, cluster: str, blocking: bool = False, config: str = "udp.xml",
+                    state_timeout: int = 10000) -> str:
+        self.address = self.call("connect", timeout=60, config=config, cluster=cluster, name=self.name,
+                                 blocking=blocking, state_timeout=state_timeout)["address"]
+        return self.address
+
+    def entries(self) -> list[str]:
+        """The map's entries, ``describe(key)=describe(value)``, sorted."""
+        return self.call("dump")["entries"]
+
+
+__all__ = ["JavaMapNode", "JavaRpcNode", "PyRpcNode"]
