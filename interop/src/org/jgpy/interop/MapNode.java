@@ -3,13 +3,7 @@ package org.jgpy.interop;
 import org.jgroups.JChannel;
 import org.jgroups.blocks.ReplicatedHashMap;
 
-import java.io.BufferedReader;
-import java.io.FileDescriptor;
-import java.io.FileOutputStream;
-import java.io.InputStreamReader;
-import java.io.PrintStream;
 import java.io.Serializable;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -26,46 +20,18 @@ import java.util.Map;
  * {@code clear}, {@code dump} (the entries, each {@code describe(key)=describe(value)}, sorted), {@code exit}.
  */
 public final class MapNode {
-    private static PrintStream out;
     private JChannel ch;
     private ReplicatedHashMap<Serializable,Serializable> map;
 
     public static void main(String[] args) throws Exception {
-        out=new PrintStream(new FileOutputStream(FileDescriptor.out), true, "US-ASCII");
-        System.setOut(System.err);
-        new MapNode().loop();
-    }
-
-    static synchronized void emit(Map<String,Object> m) {
-        out.println(Json.write(m));
-        out.flush();
-    }
-
-    void loop() throws Exception {
-        emit(Json.obj("event", "ready"));
-        BufferedReader in=new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String line;
-        while((line=in.readLine()) != null) {
-            if(line.trim().isEmpty()) continue;
-            @SuppressWarnings("unchecked")
-            Map<String,Object> cmd=(Map<String,Object>)Json.parse(line);
-            Object id=cmd.get("id");
-            if("exit".equals(cmd.get("cmd"))) {
-                emit(Json.obj("reply", id, "ok", true));
-                break;
-            }
-            Map<String,Object> rep;
-            try {
-                rep=run(cmd);
-                rep.put("ok", true);
-            }
-            catch(Throwable e) {
-                rep=Json.obj("ok", false, "error", String.valueOf(e));
-            }
-            rep.put("reply", id);
-            emit(rep);
+        JsonLines.open();
+        MapNode node=new MapNode();
+        try {
+            JsonLines.serve(node::run, false);
         }
-        if(ch != null) ch.close();
+        finally {
+            if(node.ch != null) node.ch.close();
+        }
         System.exit(0);
     }
 

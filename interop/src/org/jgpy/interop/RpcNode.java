@@ -12,19 +12,12 @@ import org.jgroups.blocks.RpcDispatcher;
 import org.jgroups.util.Rsp;
 import org.jgroups.util.RspList;
 
-import java.io.BufferedReader;
-import java.io.FileDescriptor;
-import java.io.FileOutputStream;
-import java.io.InputStreamReader;
-import java.io.PrintStream;
 import java.lang.reflect.Method;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -52,7 +45,6 @@ import java.util.concurrent.atomic.AtomicLong;
  * (a JSON object of String keys), Integer (boxed int).
  */
 public final class RpcNode {
-    private static PrintStream out;
     private JChannel ch;
     private RpcDispatcher disp;
     static final AtomicLong served=new AtomicLong();
@@ -113,46 +105,15 @@ public final class RpcNode {
     }
 
     public static void main(String[] args) throws Exception {
-        out=new PrintStream(new FileOutputStream(FileDescriptor.out), true, "US-ASCII");
-        System.setOut(System.err);
-        new RpcNode().loop();
-    }
-
-    static synchronized void emit(Map<String,Object> m) {
-        out.println(Json.write(m));
-        out.flush();
-    }
-
-    void loop() throws Exception {
-        emit(Json.obj("event", "ready"));
-        BufferedReader in=new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String line;
-        while((line=in.readLine()) != null) {
-            if(line.trim().isEmpty()) continue;
-            @SuppressWarnings("unchecked")
-            final Map<String,Object> cmd=(Map<String,Object>)Json.parse(line);
-            final Object id=cmd.get("id");
-            if("exit".equals(cmd.get("cmd"))) {
-                emit(Json.obj("reply", id, "ok", true));
-                break;
-            }
-            Thread t=new Thread(() -> {
-                Map<String,Object> rep;
-                try {
-                    rep=run(cmd);
-                    rep.put("ok", true);
-                }
-                catch(Throwable e) {
-                    rep=Json.obj("ok", false, "error", String.valueOf(e));
-                }
-                rep.put("reply", id);
-                emit(rep);
-            }, "rpcnode-cmd");
-            t.setDaemon(true);
-            t.start();
+        JsonLines.open();
+        RpcNode node=new RpcNode();
+        try {
+            JsonLines.serve(node::run, true);
         }
-        if(disp != null) disp.stop();
-        if(ch != null) ch.close();
+        finally {
+            if(node.disp != null) node.disp.stop();
+            if(node.ch != null) node.ch.close();
+        }
         System.exit(0);
     }
 
@@ -174,7 +135,7 @@ public final class RpcNode {
             public void viewAccepted(View v) {
                 List<Object> names=new ArrayList<>();
                 for(Address a: v.getMembers()) names.add(String.valueOf(a));
-                emit(Json.obj("event", "view", "members", names));
+                JsonLines.emit(Json.obj("event", "view", "members", names));
             }
         }, new TypedServer());
         disp.setMethodLookup(new MethodLookup() {
