@@ -132,14 +132,19 @@ class JavaThrowable:
 # ---- class descriptors of the JDK classes written --------------------------------------------------------
 
 @dataclass(frozen=True)
-class _Desc:
+class JavaClassDesc:
+    """A Java class as its object stream describes it: name, serialVersionUID, flags (SC_*), fields (type code,
+    name, JVM signature of object fields; primitives first, then by name, as ObjectStreamClass sorts them) and
+    the serializable super class."""
+
     name: str
     suid: int
     flags: int = SC_SERIALIZABLE
     fields: tuple[tuple[str, str, str | None], ...] = ()      # (type code, name, JVM type signature)
-    super: "_Desc | None" = None
+    super: "JavaClassDesc | None" = None
 
 
+_Desc = JavaClassDesc            # the descriptor of a class this module writes (name, serialVersionUID, fields)
 _OBJ = "Ljava/lang/Object;"
 _NUMBER = _Desc("java.lang.Number", -8742448824652078965)
 _BOXES = {       # Java type -> (descriptor, struct format)
@@ -164,6 +169,7 @@ _ARRAY_SUIDS = {
     "[Ljava.lang.StackTraceElement;": 163864874655228473,
 }
 _ARRAY_DESCS = {name: _Desc(name, suid) for name, suid in _ARRAY_SUIDS.items()}
+_FIELD_FORMATS = {"B": ">b", "S": ">h", "I": ">i", "J": ">q", "F": ">f", "D": ">d", "Z": ">?", "C": ">H"}
 _PRIM_ARRAY_FORMATS = {"[B": "b", "[S": "h", "[I": "i", "[J": "q", "[F": "f", "[D": "d", "[Z": "?", "[C": "H"}
 #: the serialVersionUIDs of the Class objects a call's types name (primitive and non-serializable classes: 0)
 _CLASS_SUIDS = {"java.lang.String": -6849794470754667710, **{d.name: d.suid for d, _ in _BOXES.values()},
@@ -504,6 +510,8 @@ class ObjectWriter:
             self._throwable(throwable_from_exception(v))
         elif hasattr(v, "write_external") and hasattr(v, "JAVA_DESC"):
             self._externalizable(v)
+        elif hasattr(v, "serial_fields") and hasattr(v, "JAVA_DESC"):
+            self._serializable(v)
         else:
             raise JavaWriteError(f"a {type(v).__name__} has no Java form (use str, int, float, bool, bytes, "
                                  "list, tuple, dict, set, None, JavaObject, JavaArray, JavaCollection, JavaMap)")
@@ -690,6 +698,22 @@ class ObjectWriter:
         v.write_external(self)
         self._end_block()
 
+    def _serializable(self, v: Any) -> None:
+        """A Serializable object of a class without writeObject: ``v.serial_fields()`` gives its field values
+        in its descriptor's field order (primitives first, then objects, as Java writes them)."""
+        d = v.JAVA_DESC
+        if not self._begin_object(d, v):
+            return
+        values = v.serial_fields()
+        for (code, name, _sig), value in zip(d.fields, values):
+            if code in _FIELD_FORMATS:
+                try:
+                    self.buf += struct.pack(_FIELD_FORMATS[code], value)
+                except struct.error as e:
+                    raise JavaWriteError(f"{d.name}.{name}: {e}") from None
+            else:
+                self.write_object(value)
+
 
 #: per descriptor, what writing it (and its super classes) into a fresh stream gives, when that holds no
 #: reference: (bytes, the handle keys it assigns in order); None when it does. Bounded: class names come from
@@ -745,6 +769,6 @@ def serialize(value: Any) -> bytes:
 # used by the MethodCall writer
 SC_METHOD_CALL = _METHOD_CALL
 
-__all__ = ["BOXED_SUBCLASSES", "JByte", "JFloat", "JLong", "JShort", "JavaClass", "JavaCollection", "JavaMap", "JavaThrowable", "JavaWriteError", "MAX_BLOCK_SIZE",
+__all__ = ["BOXED_SUBCLASSES", "JavaClassDesc", "JByte", "JFloat", "JLong", "JShort", "JavaClass", "JavaCollection", "JavaMap", "JavaThrowable", "JavaWriteError", "MAX_BLOCK_SIZE",
            "METHOD_CALL_CLASS", "ObjectWriter", "StackFrame", "THROWABLES", "java_hash", "serialize",
            "throwable_from_exception", "write_objects"]

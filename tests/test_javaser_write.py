@@ -10,6 +10,7 @@ import pytest
 
 from jgpy import JavaObject
 from jgpy.blocks.methodcall import MethodCall, decode_method_call
+from jgpy.blocks.notification_bus import Info
 from jgpy.javaser import JavaArray, JavaSerializationError
 from jgpy.javaser_values import JavaException, deserialize
 from jgpy.javaser_write import (JavaClass, JavaCollection, JavaMap, JavaThrowable, JavaWriteError, StackFrame,
@@ -57,6 +58,7 @@ CASES = {
     "mc_method": MethodCall.with_method("sample", ["s", 4], ["java.lang.String", "int"],
                                         "org.jgpy.interop.SerGolden"),
 }
+CASES["notification_info"] = Info(1, "hi")
 _SHARED_MAP = {"k": 7}
 CASES["nested"] = [["in", 1000], _SHARED_MAP, b"\x09"]
 
@@ -120,6 +122,11 @@ def test_we_read_what_the_jvm_wrote(jvm, name):
         want = CASES[name]
         assert (mc.mode, mc.name, mc.method_id, mc.args, mc.types) == (want.mode, want.name, want.method_id,
                                                                        READ_BACK.get(name, want.args), want.types)
+    elif name == "notification_info":
+        from jgpy.blocks.notification_bus import _info_of
+        from jgpy.javaser import ObjectInput
+        info = _info_of(ObjectInput.from_bytes(goldens[name]).read_object())
+        assert (info.type, info.data) == (1, "hi")
     elif name.startswith("exception"):
         assert isinstance(value, JavaException)
         want = CASES[name]

@@ -84,6 +84,10 @@ public final class SerGolden {
         c.put("mc_id", new MethodCall((short)3, new Object[]{}));
         c.put("mc_method", new MethodCall(SerGolden.class.getDeclaredMethod("sample", String.class, int.class),
                                           new Object[]{"s", 4}));
+        java.lang.reflect.Constructor<?> info=Class.forName("org.jgroups.blocks.NotificationBus$Info")
+          .getDeclaredConstructor(int.class, java.io.Serializable.class);
+        info.setAccessible(true);
+        c.put("notification_info", info.newInstance(1, "hi"));
         return c;
     }
 
