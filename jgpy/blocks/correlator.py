@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterator, Mapping, Protocol
 
@@ -259,17 +258,8 @@ class GroupRequest:
     def wait(self, timeout_ms: float) -> bool:
         """Wait until the answers are complete or ``timeout_ms`` passed (<= 0: for ever); True if complete.
         The request is then done: the correlator forgets it, later answers are dropped."""
-        deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms > 0 else None
         with self._cond:
-            while not self._complete():
-                if deadline is None:
-                    self._cond.wait(1.0)
-                    continue
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            complete = self._complete()
+            complete = self._cond.wait_for(self._complete, timeout_ms / 1000.0 if timeout_ms > 0 else None)
             self.done = True
         self._finish()
         return complete
