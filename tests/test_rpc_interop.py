@@ -295,3 +295,36 @@ def test_callee_killed_mid_call_is_suspected_not_hung(cluster):
         assert disp.call_remote_method(cluster["j1"], "add", [1, 2], types=["int", "int"]) == 3
     finally:
         victim.close()
+
+
+def test_calls_both_ways_over_the_jars_tcp_xml():
+    """The same calls on tcp.xml (responses are OOB|DONT_BUNDLE unicasts over TCP connections)."""
+    import os
+    import tempfile
+
+    from jgpy.stack.config import load_config
+    from jgpy.testing.java import private_tcp
+    require_java()
+    cfg, props, _ = private_tcp(load_config("tcp.xml"), 2)
+    with tempfile.NamedTemporaryFile("w", suffix=".xml", prefix="jgpy-rpc-tcp-", delete=False) as f:
+        f.write(cfg.to_xml())
+    name = f"rpctcp-{uuid.uuid4().hex[:8]}"
+    java = JavaRpcNode("J1", props)
+    ch = Channel(cfg, "P1", props)
+    try:
+        java.connect(name, config=f.name)
+        ch.connect(name)
+        disp = RpcDispatcher(ch, PyServer("P1"))
+        assert wait_all(lambda: len(ch.view) == 2, 30)
+        j1 = next(m for m in ch.view.members if str(m) == "J1")
+        assert disp.call_remote_method(j1, "add", [40, 2], types=["int", "int"]) == 42
+        with pytest.raises(JavaException, match="IllegalStateException"):
+            disp.call_remote_method(j1, "fail", ["x"], types=["String"])
+        rsps = disp.call_remote_methods(None, "echo", ["both"], types=["String"])
+        assert {str(a): r.value for a, r in rsps.items()} == {"J1": "both", "P1": "both"}
+        res = java.call_methods("add", [("int", 1), ("int", 2)], dests=["P1"])
+        assert res["P1"]["value"] == "Integer(3)"
+    finally:
+        ch.close()
+        java.close()
+        os.unlink(f.name)
