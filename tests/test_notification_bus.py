@@ -55,6 +55,12 @@ def test_notifications_cache_and_membership_between_jgpy_members():
         assert wait_all(lambda: bb.dropped == 1, 10)
         b.send(Message(a.address, b"\x02\xac\xed\x00\x05\x73\x72\xff"))  # a broken stream
         assert wait_all(lambda: ba.dropped == 1, 10)
+        from jgpy import UUID
+        from jgpy.blocks.correlator import marshal_value
+        from jgpy.blocks.notification_bus import GET_CACHE_REQ, Info
+        asks = Message(a.address, marshal_value(Info(GET_CACHE_REQ), a.stack.dialect), UUID(5, 6))
+        ba.receive(asks)                                               # a stranger asking for the cache
+        assert ba.dropped == 2
         bb.stop()
         assert wait_all(lambda: ca.left == ["B"], 20)
 

@@ -8,7 +8,8 @@ cluster named after the bus (:meth:`start`), so Java's ``NotificationBusDemo -bu
 
 The consumer (Java's ``NotificationBus.Consumer``) has ``handle_notification(n)``, ``get_cache()``,
 ``member_joined(addr)`` and ``member_left(addr)``, each optional; they run on the delivery thread. A message
-that is not an Info is counted and dropped (Java logs it).
+that is not an Info is counted and dropped (Java logs it), and so is one from a sender outside the view (Java
+handles it: answers a stranger's cache request with the cache).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class NotificationBus(Receiver):
         self._cache_lock = threading.Condition()
         self._cache: tuple[Any] | None = None          # (cache,) once a GET_CACHE_RSP came
         self._rl = RateLimitedLog(log)
-        #: messages that were not a NotificationBus$Info (counted and dropped)
+        #: messages that were not a NotificationBus$Info, or came from outside the view (counted and dropped)
         self.dropped = 0
         channel.receiver = self
 
@@ -125,6 +126,9 @@ class NotificationBus(Receiver):
     # ---- receiving (the delivery thread)
 
     def receive(self, msg: Message) -> None:
+        if self.members and msg.src not in self.members:
+            self.dropped += 1                      # jgpy: Java serves anyone (even its cache to a stranger)
+            return
         payload = msg.payload
         if payload is None or len(payload) == 0:
             return
