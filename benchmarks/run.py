@@ -195,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-state", action="store_true", help="skip benchmarks/state_transfer.py")
     ap.add_argument("--skip-checker", action="store_true", help="skip benchmarks/checker_scale.py")
     ap.add_argument("--skip-direct", action="store_true", help="skip benchmarks/direct_delivery.py")
+    ap.add_argument("--skip-rpc", action="store_true", help="skip benchmarks/rpc.py")
     ap.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md and plots/")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap every member process
@@ -279,6 +280,12 @@ def main(argv: list[str] | None = None) -> int:
             record["direct_delivery"] = {k: v for k, v in dd.items() if k != "markdown"}
             md_sections += ["## Round trip with the thread pools disabled (`benchmarks/direct_delivery.py`)", "",
                             *dd["markdown"], ""]
+    if not args.skip_rpc:
+        progress("RpcDispatcher calls (benchmarks/rpc.py) ...")
+        rpc = section("rpc", lambda: call_main("rpc"))
+        if rpc:
+            record["rpc"] = {k: v for k, v in rpc.items() if k != "markdown"}
+            md_sections += ["## RpcDispatcher calls (`benchmarks/rpc.py`)", "", *rpc["markdown"], ""]
     if not args.skip_checker:
         if (ROOT / "benchmarks" / "checker_scale.py").is_file():
             progress("checker scale run (benchmarks/checker_scale.py) ...")

@@ -203,11 +203,14 @@ class ClassDesc:
 @dataclass
 class JavaObject:
     """An object read from a stream: its class and either ``external`` (the raw block data of an
-    Externalizable) or ``fields`` (per class, super class first: ``{field name: value}``)."""
+    Externalizable) or ``fields`` (per class, super class first: ``{field name: value}``) and what each class's
+    ``writeObject`` wrote after them (``annotations``: a collection's or map's elements)."""
 
     desc: ClassDesc
     external: bytes | None = None
     fields: dict = field(default_factory=dict)
+    #: per class with a ``writeObject`` method: (its block data, the objects it wrote), in stream order
+    annotations: dict = field(default_factory=dict)
 
     @property
     def class_name(self) -> str:
@@ -238,6 +241,8 @@ class ObjectInput:
         self._read = read
         self._left = max_bytes            # bytes we may still read
         self._depth = 0
+        self._max_depth = 0               # the deepest nesting so far (a remembered descriptor needs as much)
+        self._refs_used = 0               # back-references resolved so far
         self._handles: list = []
         header = self._exact(4)
         if header != STREAM_HEADER:
@@ -246,16 +251,7 @@ class ObjectInput:
     @classmethod
     def from_bytes(cls, data: bytes) -> "ObjectInput":
         """An ObjectInput over ``data``: every length and count is checked against the bytes ``data`` has left."""
-        mv = memoryview(bytes(data))
-        pos = [0]
-
-        def read(n: int) -> bytes:
-            chunk = mv[pos[0]:pos[0] + n].tobytes()
-            pos[0] += len(chunk)
-            return chunk
-        obj = cls(read, len(mv))
-        obj._consumed = lambda: pos[0]      # type: ignore[attr-defined]
-        return obj
+        return _BytesObjectInput(bytes(data))
 
     @property
     def remaining(self) -> int:
@@ -305,6 +301,7 @@ class ObjectInput:
         return len(self._handles) - 1
 
     def _ref(self) -> Any:
+        self._refs_used += 1
         h = self._unpack(">i", 4) - BASE_WIRE_HANDLE
         if not 0 <= h < len(self._handles):
             raise JavaSerializationError(f"reference to unknown handle {h + BASE_WIRE_HANDLE:#x}")
@@ -421,7 +418,7 @@ class ObjectInput:
         """Class annotations / writeObject extras: objects and block data up to TC_ENDBLOCKDATA."""
         self._block_data_until_end(keep=False)
 
-    def _block_data_until_end(self, keep: bool) -> bytes:
+    def _block_data_until_end(self, keep: bool, objects: list | None = None) -> bytes:
         data = bytearray()
         while True:
             tc = self._u1()
@@ -432,7 +429,9 @@ class ObjectInput:
             elif tc == TC_BLOCKDATALONG:
                 chunk = self._exact(self._check(self._unpack(">i", 4), "block data length"))
             else:
-                self._content(tc)                 # an object inside the annotations: read and drop
+                obj = self._content(tc)           # an object inside the annotations: kept if asked, else dropped
+                if objects is not None:
+                    objects.append(obj)
                 continue
             if keep:
                 data += chunk
@@ -463,7 +462,10 @@ class ObjectInput:
             if not desc.flags & SC_BLOCK_DATA:
                 raise JavaSerializationError(f"{desc.name}: externalizable data of protocol version 1 cannot be "
                                              "read without the class")
-            obj.external = self._block_data_until_end(keep=True)
+            objects = []
+            obj.external = self._block_data_until_end(keep=True, objects=objects)
+            if objects:
+                obj.annotations[desc.name] = (obj.external, objects)
         else:
             chain = []
             d: ClassDesc | None = desc
@@ -481,11 +483,93 @@ class ObjectInput:
                         values[fname] = self.read_object()
                 obj.fields[d.name] = values
                 if d.flags & SC_WRITE_METHOD:
-                    self._skip_annotations()
+                    objects: list = []
+                    obj.annotations[d.name] = (self._block_data_until_end(keep=True, objects=objects), objects)
         result = _to_address(obj)
         if result is not obj:
             self._handles[h] = result
         return result
+
+
+#: class descriptors read from bytes before: key (name, serialVersionUID, flags, field count as written) ->
+#: (the descriptor's bytes, the objects it put in the handle table, the ClassDesc, how deep it nested). Only
+#: descriptors without back-references (those would mean something else in another stream), at most
+#: _MAX_SPAN bytes each and _MAX_SPANS in all: a stranger's descriptors can fill it, not grow it
+_DESC_SPANS: dict[bytes, tuple[bytes, list, ClassDesc, int]] = {}
+_MAX_SPANS = 256
+_MAX_SPAN = 1024
+
+
+class _BytesObjectInput(ObjectInput):
+    """ObjectInput over bytes in memory: reads are slices (a call's MethodCall is read per request)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+        super().__init__(self._no_read, len(data))
+
+    @staticmethod
+    def _no_read(n: int) -> bytes:
+        return b""
+
+    def _consumed(self) -> int:
+        return self._pos
+
+    def _enter(self) -> None:
+        super()._enter()
+        if self._depth > self._max_depth:
+            self._max_depth = self._depth
+
+    def _class_desc_body(self, tc: int) -> ClassDesc:
+        """A class descriptor; one read before with the same bytes (and no back-reference inside) is not read
+        again: the same ClassDesc and handles are taken from :data:`_DESC_SPANS` (a call's MethodCall repeats
+        its descriptors in every request)."""
+        if tc != TC_CLASSDESC or self._left < 2:
+            return super()._class_desc_body(tc)
+        data, p = self._data, self._pos
+        klen = 2 + ((data[p] << 8) | data[p + 1]) + 11          # name, serialVersionUID, flags, field count
+        key = data[p:p + klen] if klen <= self._left else None
+        if key is not None:
+            hit = _DESC_SPANS.get(key)
+            if hit is not None:
+                span, objs, desc, depth = hit
+                if self._depth + depth <= MAX_DEPTH and data.startswith(span, p):
+                    self._max_depth = max(self._max_depth, self._depth + depth)
+                    self._handles.extend(objs)
+                    self._pos = p + len(span)
+                    self._left -= len(span)
+                    return desc
+        refs, first_handle, depth0 = self._refs_used, len(self._handles), self._depth
+        self._max_depth = depth0
+        desc = super()._class_desc_body(tc)
+        if (key is not None and self._refs_used == refs and self._pos - p <= _MAX_SPAN
+                and len(_DESC_SPANS) < _MAX_SPANS):
+            _DESC_SPANS[key] = (data[p:self._pos], self._handles[first_handle:], desc, self._max_depth - depth0)
+        return desc
+
+    def _exact(self, n: int) -> bytes:
+        if n < 0 or n > self._left:
+            self._check(n, "length")
+        p = self._pos
+        self._pos = p + n
+        self._left -= n
+        return self._data[p:p + n]
+
+    def _u1(self) -> int:
+        if self._left < 1:
+            raise JavaSerializationError("end of stream: 1 of 1 bytes missing")
+        p = self._pos
+        self._pos = p + 1
+        self._left -= 1
+        return self._data[p]
+
+    def _unpack(self, fmt: str, n: int):
+        if n > self._left:
+            self._check(n, "length")
+        p = self._pos
+        self._pos = p + n
+        self._left -= n
+        return struct.unpack_from(fmt, self._data, p)[0]
 
 
 def _to_address(obj: JavaObject) -> Any:

@@ -191,3 +191,16 @@ def test_soak_summaries_reach_soak_md_and_results_md(tmp_path, monkeypatch):
     assert md.index("## Wire codec") < md.index(soak.SECTION_TITLE) < md.index("### run 3") < md.index("### run 1")
     assert md.rstrip().endswith("Raw figures: `x.json`.") and "run 0" not in md
     assert soak.soak_section() in md
+
+
+@pytest.mark.interop
+def test_rpc_benchmark_runs_once():
+    """benchmarks/rpc.py end to end with tiny counts, both mixed directions (no speed asserted)."""
+    from tests.conftest import require_java
+    require_java()
+    from benchmarks import rpc
+    out = rpc.main(["--count", "20", "--async-count", "50", "--reps", "1", "--kinds", "PJ,JP"])
+    for kind in ("PJ", "JP"):
+        for workload, recs in out["results"][kind].items():
+            assert len(recs) == 1 and recs[0]["missing"] == 0, (kind, workload, recs)
+    assert len(out["markdown"]) == 4 + 2          # intro, blank, header, rule, one row per kind

@@ -1,0 +1,543 @@
+"""``org.jgroups.blocks.RequestCorrelator`` (2.12) and the requests it tracks (GroupRequest, Rsp, RspList).
+
+On the wire (protocol id 201): a request carries ``RequestCorrelatorHeader`` (type REQ, a request id,
+rsp_expected, corr_id 201), or ``MultiDestinationHeader`` (the same plus an exclusion list) when the caller
+excludes members; the payload is the caller's. A response goes to the requester as an OOB|DONT_BUNDLE unicast
+(plus NO_FC / NO_RELIABILITY / NO_TOTAL_ORDER when the request had them) with header type RSP and the request's
+id; its payload is ``Util.objectToByteBuffer`` of the handler's return value or of the Throwable it raised.
+
+Hostile input (jgpy's bounds; Java 2.12 has none of them): a response for a request id we do not wait for, or
+from a member the request was not sent to, is counted and dropped; a payload that cannot be read is counted, and
+the caller sees the error as that member's exception (as Java); a request from a sender outside the current
+view is counted and dropped, unanswered (Java answers anyone); the table of our own outstanding requests is
+bounded by ``max_outstanding`` (a caller beyond it gets an error at once, nothing is sent).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Collection, Iterator, Mapping, Protocol
+
+from jgpy._core.address import Address
+from jgpy._core.message import Message
+from jgpy.errors import JgpyError
+from jgpy.headers import MultiDestinationHeader, RequestCorrelatorHeader
+from jgpy.javaser import JavaSerializationError
+from jgpy.javaser_values import JavaException, deserialize
+from jgpy.javaser_write import BOXED_SUBCLASSES, JavaWriteError, serialize, throwable_from_exception
+from jgpy.stack.logutil import RateLimitedLog
+
+log = logging.getLogger(__name__)
+
+#: RequestCorrelator's protocol id (jg-protocol-ids.xml: blocks.RequestCorrelator)
+CORRELATOR_ID = 201
+REQ, RSP = 0, 1
+_OOB, _DONT_BUNDLE = Message.OOB, Message.DONT_BUNDLE
+_COPIED_FLAGS = Message.NO_FC | Message.NO_RELIABILITY | Message.NO_TOTAL_ORDER
+TAG_SERIALIZABLE = 2
+_PLAIN = (type(None), bool, int, float, bytes, bytearray)
+
+
+class ResponseMode:
+    """How many responses a call waits for (``org.jgroups.blocks.Request``'s constants)."""
+
+    GET_FIRST = 1
+    GET_ALL = 2
+    GET_MAJORITY = 3
+    GET_ABS_MAJORITY = 4
+    GET_NONE = 6
+
+
+class RspFilter(Protocol):
+    """Java's RspFilter: which responses count, and whether the call still needs more."""
+
+    def is_acceptable(self, response: Any, sender: Address) -> bool: ...
+
+    def need_more_responses(self) -> bool: ...
+
+
+@dataclass
+class RequestOptions:
+    """``org.jgroups.blocks.RequestOptions``: response mode, timeout in ms (0: wait for ever), anycasting
+    (one unicast per destination instead of a multicast), a response filter, message flags (e.g.
+    ``Message.OOB``) and an exclusion list (members that drop the request)."""
+
+    mode: int = ResponseMode.GET_ALL
+    timeout: int = 5000
+    anycasting: bool = False
+    rsp_filter: RspFilter | None = None
+    flags: int = 0
+    exclusion_list: Collection[Address] | None = None
+
+    @classmethod
+    def sync(cls, timeout: int = 5000) -> RequestOptions:
+        return cls(ResponseMode.GET_ALL, timeout)
+
+    @classmethod
+    def async_(cls, timeout: int = 5000) -> RequestOptions:
+        return cls(ResponseMode.GET_NONE, timeout)
+
+
+class SuspectedError(JgpyError):
+    """The member a call went to was suspected or left before it answered (Java's SuspectedException)."""
+
+    def __init__(self, member: Address) -> None:
+        super().__init__(f"{member} was suspected or left during the call")
+        self.member = member
+
+
+class Rsp:
+    """One member's answer: ``value`` (a value, or the exception the call raised there), ``received``,
+    ``suspected``."""
+
+    __slots__ = ("sender", "value", "received", "suspected")
+
+    def __init__(self, sender: Address) -> None:
+        self.sender = sender
+        self.value: Any = None
+        self.received = False
+        self.suspected = False
+
+    @property
+    def exception(self) -> BaseException | None:
+        """The exception the member's handler raised (a :class:`JavaException` for a Java member), or None."""
+        return self.value if self.received and isinstance(self.value, BaseException) else None
+
+    def get(self) -> Any:
+        """The value; raises the member's exception, :class:`SuspectedError`, or TimeoutError (no answer)."""
+        if self.received:
+            if isinstance(self.value, BaseException):
+                raise self.value
+            return self.value
+        if self.suspected:
+            raise SuspectedError(self.sender)
+        raise TimeoutError(f"no response from {self.sender}")
+
+    def __repr__(self) -> str:
+        state = "received" if self.received else "suspected" if self.suspected else "not received"
+        return f"Rsp({self.sender}, {state}, value={self.value!r})"
+
+
+class RspList(Mapping[Address, Rsp]):
+    """The answers of a group call by member (Java's RspList)."""
+
+    def __init__(self, rsps: Mapping[Address, Rsp] | None = None) -> None:
+        self._rsps = dict(rsps or {})
+
+    def __getitem__(self, addr: Address) -> Rsp:
+        return self._rsps[addr]
+
+    def __iter__(self) -> Iterator[Address]:
+        return iter(self._rsps)
+
+    def __len__(self) -> int:
+        return len(self._rsps)
+
+    def get_value(self, addr: Address) -> Any:
+        r = self._rsps.get(addr)
+        return r.value if r is not None else None
+
+    def get_first(self) -> Any:
+        """The first received value (None if none)."""
+        return next((r.value for r in self._rsps.values() if r.received), None)
+
+    def get_results(self) -> list[Any]:
+        """The received values (exceptions included), in member order."""
+        return [r.value for r in self._rsps.values() if r.received]
+
+    @property
+    def num_received(self) -> int:
+        return sum(1 for r in self._rsps.values() if r.received)
+
+    @property
+    def num_suspected(self) -> int:
+        return sum(1 for r in self._rsps.values() if r.suspected)
+
+    def is_received(self, addr: Address) -> bool:
+        r = self._rsps.get(addr)
+        return r is not None and r.received
+
+    def is_suspected(self, addr: Address) -> bool:
+        r = self._rsps.get(addr)
+        return r is not None and r.suspected
+
+    @property
+    def suspected_members(self) -> list[Address]:
+        return [a for a, r in self._rsps.items() if r.suspected]
+
+    def __repr__(self) -> str:
+        return "RspList(" + ", ".join(map(repr, self._rsps.values())) + ")"
+
+
+def _majority(n: int) -> int:
+    return n if n < 2 else n // 2 + 1
+
+
+class GroupRequest:
+    """A call to one or more members and the answers so far (Java's GroupRequest / UnicastRequest); also a
+    future: :meth:`result`, :meth:`add_done_callback`, :meth:`cancel`."""
+
+    def __init__(self, corr: RequestCorrelator | None, req_id: int, targets: Collection[Address],
+                 options: RequestOptions) -> None:
+        self.corr = corr
+        self.req_id = req_id
+        self.options = options
+        self.rsps: dict[Address, Rsp] = {a: Rsp(a) for a in targets}
+        self._cond = threading.Condition()
+        self._num_received = 0
+        self._num_suspected = 0
+        self.done = False
+        self._callbacks: list[Callable[[GroupRequest], None]] = []
+        self._notified = False
+
+    # ---- responses and membership (receive threads)
+
+    def receive_response(self, value: Any, sender: Address) -> bool:
+        """Record ``sender``'s answer; False when the request does not expect one from it."""
+        rsp = self.rsps.get(sender)
+        if rsp is None:
+            return False
+        flt = self.options.rsp_filter
+        with self._cond:
+            if self.done:
+                return True
+            if not rsp.received:
+                accepted = flt is None or _filter_accepts(flt, value, sender)
+                if accepted:
+                    rsp.value = value
+                    rsp.received = True
+                    self._num_received += 1
+            if flt is not None and not _filter_needs_more(flt):
+                self.done = True
+            self._cond.notify_all()
+        self._check_completion()
+        return True
+
+    def suspect(self, member: Address) -> None:
+        rsp = self.rsps.get(member)
+        if rsp is None:
+            return
+        with self._cond:
+            if rsp.received or rsp.suspected:
+                return
+            rsp.suspected = True
+            self._num_suspected += 1
+            self._cond.notify_all()
+        self._check_completion()
+
+    def view_change(self, members: Collection[Address]) -> None:
+        left = [a for a in self.rsps if a not in members]
+        for a in left:
+            self.suspect(a)
+
+    # ---- completion
+
+    def _complete(self) -> bool:
+        if self.done:
+            return True
+        n = len(self.rsps)
+        mode = self.options.mode
+        got, susp = self._num_received, self._num_suspected
+        if mode == ResponseMode.GET_ALL:
+            return got + susp >= n
+        if mode == ResponseMode.GET_FIRST:
+            return got > 0 or susp >= n
+        if mode == ResponseMode.GET_MAJORITY:
+            return got + susp >= _majority(n)
+        if mode == ResponseMode.GET_ABS_MAJORITY:
+            return got >= _majority(n)
+        return True                                    # GET_NONE
+
+    def is_complete(self) -> bool:
+        with self._cond:
+            return self._complete()
+
+    def wait(self, timeout_ms: float) -> bool:
+        """Wait until the answers are complete or ``timeout_ms`` passed (<= 0: for ever); True if complete.
+        The request is then done: the correlator forgets it, later answers are dropped."""
+        with self._cond:
+            complete = self._cond.wait_for(self._complete, timeout_ms / 1000.0 if timeout_ms > 0 else None)
+            self.done = True
+        self._finish()
+        return complete
+
+    def _finish(self) -> None:
+        if self.corr is not None:
+            self.corr.done(self.req_id)
+        self._check_completion(force=True)
+
+    def cancel(self) -> bool:
+        with self._cond:
+            was = not self.done
+            self.done = True
+            self._cond.notify_all()
+        self._finish()
+        return was
+
+    def results(self) -> RspList:
+        with self._cond:
+            return RspList({a: _copy_rsp(r) for a, r in self.rsps.items()})
+
+    # ---- the future API
+
+    def result(self, timeout: float | None = None) -> RspList:
+        """Wait (``timeout`` seconds; None: the request's own timeout) and return the answers."""
+        self.wait(self.options.timeout if timeout is None else timeout * 1000.0)
+        return self.results()
+
+    def add_done_callback(self, fn: Callable[[GroupRequest], None]) -> None:
+        """Call ``fn(request)`` once the answers are complete or the request is done (at once if it is)."""
+        with self._cond:
+            if not self._notified:
+                self._callbacks.append(fn)
+                return
+        fn(self)
+
+    def _check_completion(self, force: bool = False) -> None:
+        with self._cond:
+            if self._notified or not (force or self._complete()):
+                return
+            self._notified = True
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn(self)
+            except Exception:  # noqa: BLE001 - a caller's callback must not break the receive thread
+                log.exception("a request's done callback failed")
+
+
+def _copy_rsp(r: Rsp) -> Rsp:
+    c = Rsp(r.sender)
+    c.value, c.received, c.suspected = r.value, r.received, r.suspected
+    return c
+
+
+def _filter_accepts(flt: RspFilter, value: Any, sender: Address) -> bool:
+    try:
+        return bool(flt.is_acceptable(value, sender))
+    except Exception:  # noqa: BLE001 - a failing filter rejects the response
+        log.exception("RspFilter.is_acceptable failed")
+        return False
+
+
+def _filter_needs_more(flt: RspFilter) -> bool:
+    try:
+        return bool(flt.need_more_responses())
+    except Exception:  # noqa: BLE001
+        log.exception("RspFilter.need_more_responses failed")
+        return False
+
+
+# ---- values <-> payloads (Util.objectToByteBuffer / objectFromByteBuffer) -----------------------------------
+
+def marshal_value(value: Any, dialect: Any) -> bytes:
+    """``Util.objectToByteBuffer(value)``: the dialect's tagged primitives, else tag 2 + Java serialization. A
+    str that is not Latin-1 goes serialized (Java's own tag would drop the high bits of its chars)."""
+    if isinstance(value, BaseException):
+        return b"\x02" + serialize(throwable_from_exception(value))
+    box = getattr(value, "JAVA_TYPE", None)
+    if box is not None:
+        return bytes(dialect.object_to_buffer(value, box))
+    if isinstance(value, _PLAIN) and not (isinstance(value, int) and not -(1 << 63) <= value < (1 << 63)):
+        return bytes(dialect.object_to_buffer(value))
+    if isinstance(value, str):
+        try:
+            value.encode("latin-1")
+            return bytes(dialect.object_to_buffer(value))
+        except UnicodeEncodeError:
+            return b"\x02" + serialize(value)
+    if type(value).__name__ == "JavaObject" and getattr(value, "type", None) not in (None, "Serializable",
+                                                                                   "Streamable"):
+        return bytes(dialect.object_to_buffer(value))
+    return b"\x02" + serialize(value)
+
+
+def unmarshal_value(data: memoryview | bytes, dialect: Any) -> Any:
+    """The value of a response payload; tag 2 is read by the bounded Java stream reader."""
+    if len(data) and data[0] == TAG_SERIALIZABLE:
+        return deserialize(bytes(data[1:]))
+    typed = dialect.object_from_buffer(bytes(data), True)
+    box = BOXED_SUBCLASSES.get(typed.type)
+    return box(typed.value) if box is not None else typed.value
+
+
+class RequestHandler(Protocol):
+    def handle(self, msg: Message) -> Any: ...
+
+
+class RequestCorrelator:
+    """Sends requests with header 201, matches responses to them, and answers requests with ``handler``.
+
+    ``send`` puts a message down the channel; ``members`` returns the current members (None: no view yet).
+    """
+
+    def __init__(self, send: Callable[[Message], None], handler: RequestHandler | None, dialect: Any,
+                 local_addr: Callable[[], Address | None], members: Callable[[], Collection[Address] | None],
+                 max_outstanding: int = 100_000) -> None:
+        self._send = send
+        self.handler = handler
+        self.dialect = dialect
+        self._local_addr = local_addr
+        self._members = members
+        #: jgpy: the most requests of ours that may wait for answers at once
+        self.max_outstanding = max_outstanding
+        self.requests: dict[int, GroupRequest] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._rl = RateLimitedLog(log)
+        self.started = True
+        # counters
+        self.requests_sent = 0
+        self.requests_handled = 0
+        self.responses_sent = 0
+        self.responses_received = 0
+        self.dropped_unknown_responses = 0
+        self.dropped_non_member_requests = 0
+        self.dropped_excluded_requests = 0
+        self.malformed_responses = 0
+        self.unmarshallable_results = 0
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    # ---- sending
+
+    def send_request(self, req: GroupRequest, msg: Message, dests: Collection[Address] | None) -> None:
+        """Send ``msg`` as request ``req`` (multicast when ``dests`` is None, else one copy per destination);
+        a GET_NONE request is not remembered (rsp_expected false)."""
+        opts = req.options
+        expect = opts.mode != ResponseMode.GET_NONE
+        if opts.exclusion_list:
+            hdr: Any = MultiDestinationHeader(REQ, req.req_id, expect, CORRELATOR_ID, list(opts.exclusion_list))
+        else:
+            hdr = RequestCorrelatorHeader(REQ, req.req_id, expect, CORRELATOR_ID)
+        msg.put_header(CORRELATOR_ID, hdr)
+        if expect:
+            with self._lock:
+                if len(self.requests) >= self.max_outstanding:
+                    raise JgpyError(f"{len(self.requests)} requests are waiting for answers already "
+                                    f"(max_outstanding={self.max_outstanding})")
+                self.requests[req.req_id] = req
+        try:
+            if dests is None:
+                self._send(msg)
+            else:
+                for i, d in enumerate(dests):
+                    m = msg if i == len(dests) - 1 else msg.copy(True)
+                    m.dest = d
+                    self._send(m)
+            self.requests_sent += 1
+        except BaseException:
+            self.done(req.req_id)
+            raise
+
+    def done(self, req_id: int) -> None:
+        with self._lock:
+            self.requests.pop(req_id, None)
+
+    def stop(self) -> None:
+        """Forget every outstanding request: their callers return what they have (not received)."""
+        self.started = False
+        with self._lock:
+            reqs = list(self.requests.values())
+            self.requests.clear()
+        for r in reqs:
+            r.cancel()
+
+    # ---- membership
+
+    def receive_view(self, members: Collection[Address]) -> None:
+        mset = set(members)
+        for r in self._snapshot():
+            r.view_change(mset)
+
+    def receive_suspect(self, member: Address) -> None:
+        for r in self._snapshot():
+            r.suspect(member)
+
+    def _snapshot(self) -> list[GroupRequest]:
+        with self._lock:
+            return list(self.requests.values())
+
+    # ---- receiving
+
+    def receive_message(self, msg: Message) -> bool:
+        """Handle ``msg`` if it carries our header; False: not ours, pass it up."""
+        hdr = msg.get_header(CORRELATOR_ID)
+        if hdr is None or not isinstance(hdr, RequestCorrelatorHeader):
+            return False
+        if hdr.corr_id != CORRELATOR_ID:
+            return False
+        if isinstance(hdr, MultiDestinationHeader) and hdr.exclusion_list:
+            me = self._local_addr()
+            if me is not None and me in hdr.exclusion_list:
+                self.dropped_excluded_requests += 1
+                return True
+        if hdr.type == REQ:
+            self._handle_request(msg, hdr)
+        elif hdr.type == RSP:
+            self._handle_response(msg, hdr)
+        else:
+            self._rl.warning("bad-type", "dropped a message with a correlator header of unknown type %d", hdr.type)
+        return True
+
+    def _handle_response(self, msg: Message, hdr: Any) -> None:
+        with self._lock:
+            req = self.requests.get(hdr.id)
+        if req is None or msg.src not in req.rsps:
+            self.dropped_unknown_responses += 1
+            return
+        self.responses_received += 1
+        payload = msg.payload
+        try:
+            value = unmarshal_value(payload if payload is not None else b"\x00", self.dialect)
+        except (JavaSerializationError, JgpyError, ValueError, IndexError) as e:
+            self.malformed_responses += 1
+            self._rl.warning("bad-rsp", "a response could not be read: %s", e)
+            value = e
+        req.receive_response(value, msg.src)
+
+    def _handle_request(self, msg: Message, hdr: Any) -> None:
+        members = self._members()
+        if members is not None and msg.src not in members:
+            self.dropped_non_member_requests += 1
+            self._rl.warning("non-member", "dropped a request from a non-member")
+            return
+        handler = self.handler
+        if handler is None:
+            self._rl.warning("no-handler", "a request arrived but no request handler is set: dropped")
+            return
+        self.requests_handled += 1
+        try:
+            value = handler.handle(msg)
+        except Exception as e:  # noqa: BLE001 - the caller gets the exception
+            value = e
+        if not hdr.rsp_expected or not self.started:
+            return
+        try:
+            buf = marshal_value(value, self.dialect)
+        except (JavaWriteError, ValueError, TypeError, OverflowError) as e:
+            self.unmarshallable_results += 1
+            self._rl.warning("unmarshallable", "the result of a request cannot be marshalled: %s", e)
+            buf = marshal_value(JavaWriteError(f"the result cannot be sent to the caller: {e}"), self.dialect)
+        rsp = Message(msg.src, buf, None, _OOB | _DONT_BUNDLE | (msg.flags & _COPIED_FLAGS))
+        rsp.put_header(CORRELATOR_ID, RequestCorrelatorHeader(RSP, hdr.id, False, CORRELATOR_ID))
+        try:
+            self._send(rsp)
+            self.responses_sent += 1
+        except Exception as e:  # noqa: BLE001 - a closing channel: the caller times out
+            self._rl.warning("rsp-send", "could not send a response: %s", e)
+
+    def stats(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in (
+            "requests_sent", "requests_handled", "responses_sent", "responses_received", "dropped_unknown_responses",
+            "dropped_non_member_requests", "dropped_excluded_requests", "malformed_responses",
+            "unmarshallable_results")} | {"outstanding": len(self.requests)}
+
+
+__all__ = ["CORRELATOR_ID", "GroupRequest", "JavaException", "RequestCorrelator", "RequestHandler",
+           "RequestOptions", "ResponseMode", "Rsp", "RspFilter", "RspList", "SuspectedError", "marshal_value",
+           "unmarshal_value"]

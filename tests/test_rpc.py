@@ -1,0 +1,281 @@
+"""MessageDispatcher / RpcDispatcher on a jgpy-only cluster: response modes, filters, anycast, a member leaving
+during a call, the asyncio variant, and hostile input on the request/response path (the Java interop is
+tests/test_rpc_interop.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import struct
+import threading
+import time
+import uuid
+
+import pytest
+
+from jgpy import AsyncChannel, Channel, Message, Receiver
+from jgpy.blocks import (GroupRequest, JavaException, MessageDispatcher, RequestCorrelator, RequestOptions,
+                         ResponseMode, RpcDispatcher, SuspectedError)
+from jgpy.blocks.aio import AsyncRpcDispatcher
+from jgpy.blocks.correlator import CORRELATOR_ID, REQ, RSP
+from jgpy.errors import JgpyError
+from jgpy.headers import RequestCorrelatorHeader
+from jgpy.javaser import JavaSerializationError
+from jgpy.testing import hostile
+from jgpy.testing.cluster import wait_all
+from jgpy.testing.java import udp_props, unique_group
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class Server:
+    def __init__(self, name):
+        self.me = name
+        self.release = threading.Event()
+
+    def name(self):
+        return self.me
+
+    def value(self, n):
+        return n
+
+    def wait_release(self):
+        self.release.wait(20)
+        return self.me
+
+
+class Collect(Receiver):
+    def __init__(self):
+        self.msgs = []
+
+    def receive(self, msg):
+        self.msgs.append(bytes(msg.buffer))
+
+
+@pytest.fixture
+def three():
+    """Three jgpy members A, B, C with RpcDispatchers (servers named after them); A's plain messages go to a
+    Collect receiver."""
+    props = udp_props(*unique_group())
+    cluster = f"rpc-{uuid.uuid4().hex[:8]}"
+    chans = [Channel("udp.xml", n, props) for n in "ABC"]
+    try:
+        for c in chans:
+            c.connect(cluster)
+        assert wait_all(lambda: all(c.view is not None and len(c.view) == 3 for c in chans), 30)
+        rec = Collect()
+        disps = [RpcDispatcher(c, Server(c.name), receiver=rec if c.name == "A" else None) for c in chans]
+        yield chans, disps, rec, props, cluster
+    finally:
+        for c in chans:
+            c.close()
+
+
+def test_modes_filters_anycast_and_plain_messages(three):
+    (a, b, c), (da, db, dc), rec, _, _ = three
+    assert {str(k): r.value for k, r in da.call_remote_methods(None, "name").items()} == {"A": "A", "B": "B", "C": "C"}
+    maj = da.call_remote_methods(None, "name", options=RequestOptions(ResponseMode.GET_MAJORITY, 5000))
+    assert maj.num_received >= 2
+    first = da.call_remote_methods([b.address, c.address], "name", options=RequestOptions(ResponseMode.GET_FIRST))
+    assert first.num_received >= 1 and set(map(str, first)) == {"B", "C"}
+
+    class OnlyC:
+        def __init__(self):
+            self.got = False
+
+        def is_acceptable(self, value, sender):
+            self.got = self.got or value == "C"
+            return value == "C"
+
+        def need_more_responses(self):
+            return not self.got
+    filtered = da.call_remote_methods(None, "name", options=RequestOptions(rsp_filter=OnlyC()))
+    assert [str(k) for k, r in filtered.items() if r.received] == ["C"]
+    anycast = da.call_remote_methods([b.address, c.address], "name", options=RequestOptions(anycasting=True))
+    assert {str(k): r.value for k, r in anycast.items()} == {"B": "B", "C": "C"}
+    assert da.call_remote_method(b.address, "value", [123456789012]) == 123456789012
+    with pytest.raises(JavaException, match="NoSuchMethodException"):
+        da.call_remote_method(b.address, "value", [1, 2])                  # wrong number of arguments
+    b.send(a.address, b"plain")                                             # not a call: goes to A's receiver
+    assert wait_all(lambda: rec.msgs == [b"plain"], 10)
+    assert not da.corr.requests and not db.corr.requests
+
+
+def test_a_member_leaving_during_a_call_is_suspected(three):
+    (a, b, c), (da, db, dc), _, _, _ = three
+    req = da.call_remote_methods_with_future(None, "wait_release", options=RequestOptions(timeout=30000))
+    assert wait_all(lambda: da.corr.requests, 5)
+    db.server.release.set()
+    da.server.release.set()
+    t0 = time.monotonic()
+    c.close()                                                               # C leaves without answering
+    rsps = req.result()
+    assert time.monotonic() - t0 < 20
+    by = {str(k): r for k, r in rsps.items()}
+    assert by["A"].value == "A" and by["B"].value == "B"
+    assert by["C"].suspected and not by["C"].received
+    with pytest.raises(SuspectedError):
+        by["C"].get()
+    assert not da.corr.requests
+
+
+def test_message_dispatcher_with_a_function_handler(three):
+    (a, b, _), (da, db, _), _, _, _ = three
+    da.stop()
+    db.stop()
+    ma = MessageDispatcher(a, lambda msg: bytes(msg.buffer).upper())
+    mb = MessageDispatcher(b, lambda msg: bytes(msg.buffer)[::-1])
+    try:
+        assert mb.send_message(Message(a.address, b"abc"), RequestOptions(timeout=5000)) == b"ABC"
+        rsps = ma.cast_message(None, Message(None, b"xyz"))
+        got = {str(k): r.value for k, r in rsps.items() if r.received}
+        assert got["A"] == b"XYZ" and got["B"] == b"zyx"
+        assert ma.send_message(Message(b.address, b"q"), RequestOptions(ResponseMode.GET_NONE)) is None
+    finally:
+        ma.stop()
+        mb.stop()
+
+
+def test_asyncio_rpc():
+    props = udp_props(*unique_group())
+    cluster = f"arpc-{uuid.uuid4().hex[:8]}"
+
+    async def main():
+        async with AsyncChannel("udp.xml", "A", props) as a, AsyncChannel("udp.xml", "B", props) as b:
+            await a.connect(cluster)
+            await b.connect(cluster)
+            for _ in range(300):
+                if len(a.view) == 2 and len(b.view) == 2:
+                    break
+                await asyncio.sleep(0.05)
+            ra, rb = AsyncRpcDispatcher(a, Server("A")), AsyncRpcDispatcher(b, Server("B"))
+            assert await ra.call_remote_method(b.address, "name") == "B"
+            rsps = await ra.call_remote_methods(None, "name")
+            assert sorted(r.value for r in rsps.values()) == ["A", "B"]
+            many = await asyncio.gather(*(ra.call_remote_method(b.address, "value", [i]) for i in range(200)))
+            assert many == list(range(200))
+            with pytest.raises(TimeoutError):
+                await ra.call_remote_method(b.address, "wait_release", timeout=200)
+            rb.dispatcher.server.release.set()
+            await b.send(a.address, b"plain")                               # still reaches A's message queue
+            msg = await a.receive(timeout=10)
+            assert msg.buffer == b"plain"
+            assert not ra.dispatcher.corr.requests
+    asyncio.run(main())
+
+
+# ---- hostile input ---------------------------------------------------------------------------------------
+
+def _call_stream(array_len: int) -> bytes:
+    """A MethodCall stream whose argument array claims ``array_len`` elements (and holds none)."""
+    mc = b"\x73\x72\x00\x1dorg.jgroups.blocks.MethodCall" + struct.pack(">qBH", 7873471327078957662, 0x0C, 0)
+    mc += b"\x78\x70" + b"\x77\x04\x01\x00\x01x"
+    arr = b"\x75\x72\x00\x13[Ljava.lang.Object;" + struct.pack(">qBH", -8012369246846506644, 2, 0) + b"\x78\x70"
+    return b"\x02\xac\xed\x00\x05" + mc + arr + struct.pack(">i", array_len)
+
+
+@pytest.mark.parametrize("payload", [
+    b"\x02\xac\xed\x00\x05garbage",                       # not a stream
+    b"\x02" + b"\xac\xed\x00\x05\x74\x00\x02hi",          # a String, not a MethodCall
+    _call_stream(0x7FFFFFFF),                              # an absurd array length
+    _call_stream(-5),
+    b"\x02\xac\xed\x00\x05" + b"\x75\x72" * 40000,         # nesting without end
+    b"\x12text",                                           # a tagged String
+    b"",
+], ids=["garbage", "string", "absurd-length", "negative-length", "deep", "tagged", "empty"])
+def test_malformed_calls_are_answered_with_an_error_and_counted(three, payload):
+    (a, b, _), (da, db, _), _, _, _ = three
+    before = db.malformed_calls
+    t0 = time.monotonic()
+    with pytest.raises((JavaException, JavaSerializationError, JgpyError)):
+        da.send_message(Message(b.address, payload), RequestOptions(timeout=5000))
+    assert time.monotonic() - t0 < 5
+    assert db.malformed_calls >= before + (1 if payload[:1] == b"\x02" and len(payload) > 1 else 0)
+    assert da.call_remote_method(b.address, "name") == "B"                 # B is unharmed
+
+
+def test_strangers_requests_and_unknown_responses_are_dropped_and_counted(three):
+    (a, b, _), (da, db, _), _, _, cluster = three
+    forger = hostile.Forger(cluster)
+    rnd = random.Random(7)
+    phys = b.stack.transport.physical_addr
+    corr_hdr = lambda t, i: hostile.Hdr(CORRELATOR_ID, 71, struct.pack(">bq?h", t, i, True, CORRELATOR_ID))
+    attacks = []
+    for i in range(200):
+        src = hostile.stranger(rnd)
+        call = da._call("name", [], None).to_buffer()
+        attacks.append(("req", forger.dgram(src, [corr_hdr(REQ, i), hostile.unicast_data(1, 1, True)], b.address,
+                                            call)))
+        attacks.append(("rsp", forger.dgram(hostile.stranger(rnd), [corr_hdr(RSP, i),
+                                                                     hostile.unicast_data(1, 1, True)],
+                                            b.address, b"\x12x")))
+    sent = hostile.send_datagrams(attacks, (phys.host, phys.port))
+    assert sent == {"req": 200, "rsp": 200}
+    # a loaded machine may lose a few datagrams on loopback: nearly all must have arrived, and been dropped
+    assert wait_all(lambda: db.corr.dropped_non_member_requests >= 190 and db.corr.dropped_unknown_responses >= 190,
+                    15), db.corr.stats()
+    assert db.corr.requests_handled == 0 and db.corr.responses_sent == 0        # no stranger got an answer
+    assert da.call_remote_method(b.address, "name") == "B"
+    assert not db.corr.requests
+
+
+class _Sent:
+    def __init__(self):
+        self.msgs = []
+
+    def __call__(self, msg):
+        self.msgs.append(msg)
+
+
+def _corr(members, max_outstanding=100_000, handler=None):
+    from jgpy import DIALECT, UUID
+    me = UUID(1, 1)
+    sent = _Sent()
+    corr = RequestCorrelator(sent, handler, DIALECT, lambda: me, lambda: members, max_outstanding)
+    return corr, sent, me
+
+
+def test_outstanding_requests_are_bounded():
+    from jgpy import UUID
+    peer = UUID(2, 2)
+    corr, sent, me = _corr([UUID(1, 1), peer], max_outstanding=50)
+    reqs = []
+    for _ in range(50):
+        r = GroupRequest(corr, corr.next_id(), [peer], RequestOptions())
+        corr.send_request(r, Message(None, b"x"), None)
+        reqs.append(r)
+    extra = GroupRequest(corr, corr.next_id(), [peer], RequestOptions())
+    with pytest.raises(JgpyError, match="max_outstanding"):
+        corr.send_request(extra, Message(None, b"x"), None)
+    assert len(corr.requests) == 50 and len(sent.msgs) == 50
+    for r in reqs[:10]:
+        r.cancel()
+    assert len(corr.requests) == 40
+    corr.stop()
+    assert not corr.requests and all(r.done for r in reqs)
+
+
+def test_responses_are_matched_to_request_and_member():
+    from jgpy import UUID
+    peer, other = UUID(2, 2), UUID(3, 3)
+    corr, sent, me = _corr([UUID(1, 1), peer, other])
+    r = GroupRequest(corr, corr.next_id(), [peer], RequestOptions())
+    corr.send_request(r, Message(None, b"x"), None)
+
+    def rsp(src, rid, payload):
+        m = Message(None, payload, src)
+        m.put_header(CORRELATOR_ID, RequestCorrelatorHeader(RSP, rid, False, CORRELATOR_ID))
+        return m
+    assert corr.receive_message(rsp(peer, r.req_id + 1000, b"\x12x"))       # unknown id
+    assert corr.receive_message(rsp(other, r.req_id, b"\x12x"))             # not asked
+    assert corr.dropped_unknown_responses == 2 and not r.is_complete()
+    assert corr.receive_message(rsp(peer, r.req_id, b"\x02\xac\xed\x00\x05\x75"))   # truncated stream
+    assert corr.malformed_responses == 1 and r.is_complete()
+    assert isinstance(r.results()[peer].value, JavaSerializationError)
+    stranger_req = Message(None, b"x", UUID(9, 9))
+    stranger_req.put_header(CORRELATOR_ID, RequestCorrelatorHeader(REQ, 5, True, CORRELATOR_ID))
+    assert corr.receive_message(stranger_req)
+    assert corr.dropped_non_member_requests == 1 and corr.requests_handled == 0
+    foreign = Message(None, b"x", peer)
+    foreign.put_header(CORRELATOR_ID, RequestCorrelatorHeader(RSP, 5, False, 204))   # another correlator's id
+    assert not corr.receive_message(foreign)
