@@ -301,6 +301,9 @@ HEADERS = (
     HeaderClass("MultiDestinationHeader", 72, "blocks.RequestCorrelator$MultiDestinationHeader",
                 ("blocks.RequestCorrelator",), doc="A request with an exclusion list", base=REQUEST_CORRELATOR,
                 types=REQUEST_CORRELATOR.types, fields=(F("exclusion_list", ADDRESSES),)),
+    HeaderClass("LockingHeader", 81, "protocols.Locking$LockingHeader", ("CENTRAL_LOCK", "PEER_LOCK"),
+                doc="CENTRAL_LOCK/PEER_LOCK: marks a lock request or response (the Request is the payload)",
+                fields=()),
 
     # ---- jgpy's own headers (magic > MAX_JGROUPS_MAGIC): not in the jar, jgpy-only clusters ----
     HeaderClass(
@@ -353,7 +356,6 @@ FOREIGN_CLASSES = (
     ForeignClass(77, "protocols.RELAY$RelayHeader", ("RELAY",)),
     ForeignClass(78, "protocols.STOMP$StompHeader", ("STOMP",)),
     ForeignClass(80, "protocols.PrioHeader", ("PRIO",)),
-    ForeignClass(81, "protocols.Locking$LockingHeader", ("CENTRAL_LOCK", "PEER_LOCK")),
     ForeignClass(85, "protocols.Executing$ExecutorHeader", ("CENTRAL_EXECUTOR",)),
     ForeignClass(86, "protocols.Executing$Request"),
     ForeignClass(87, "blocks.executor.ExecutionService$RunnableAdapter"),
