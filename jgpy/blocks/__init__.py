@@ -1,0 +1,6 @@
+"""JGroups building blocks (``org.jgroups.blocks``), wire-compatible with Java 2.12's."""
+
+from jgpy.blocks.locking import Condition, Lock, LockService
+from jgpy.protocols.locking import LockingError, LockNotification, Owner
+
+__all__ = ["Condition", "Lock", "LockNotification", "LockService", "LockingError", "Owner"]
