@@ -2,7 +2,7 @@
 
 Applications use :class:`jgpy.blocks.LockService`, which talks to the locking protocol on top of the stack with
 the events LOCK, UNLOCK, UNLOCK_ALL, LOCK_AWAIT and LOCK_SIGNAL (args :class:`LockInfo`, :class:`AwaitInfo`).
-A lock is owned by an :class:`Owner`: a member's address and a thread id.
+A lock is owned by an :class:`Owner`: a member's address and a thread id (see the deviations below).
 
 Each member has two sides. The *client* side keeps a :class:`ClientLock` per (lock name, owner) and asks the
 members that grant locks (the subclass decides which: the coordinator, or everybody) with GRANT_LOCK /
@@ -32,6 +32,9 @@ Where jgpy deviates from 2.12 (nothing changes on the wire; 2.12 accepts anythin
 * the server lock table holds at most ``max_server_locks`` locks and all their queues together at most
   ``max_queued_requests`` requests and waiters: beyond that a GRANT_LOCK is denied (LOCK_DENIED) and a backup
   copy dropped;
+* the thread id in the owner of a client's requests is a fresh number per client lock (a lock() or try-lock
+  until its unlock), not the thread's: late answers to a try-lock that timed out cannot be taken for answers
+  to the next request (:func:`new_owner_id`); locks still belong to threads here, as in Java;
 * a client waiting for a lock gives up with :class:`LockingError` when the channel disconnects (2.12 waits for
   ever); an interrupt does not exist in Python, so lockInterruptibly is lock().
 """
@@ -197,17 +200,29 @@ class LockNotification:
         """``owner`` stopped waiting (signalled, or gave up)."""
 
 
-_thread_ids = itertools.count(1)
+_ids = itertools.count(1)
 _local = threading.local()
 
 
 def current_thread_id() -> int:
-    """This thread's id in lock owners: small, unique in this process and never reused (Java's
-    ``Thread.getId()``; Python's native ids are reused)."""
+    """This thread's id: small, unique in this process and never reused (Java's ``Thread.getId()``; Python's
+    native ids are reused). Client locks are kept per thread under it."""
     tid = getattr(_local, "tid", None)
     if tid is None:
-        tid = _local.tid = next(_thread_ids)
+        tid = _local.tid = next(_ids)
     return tid
+
+
+def new_owner_id() -> int:
+    """The thread id a new client lock's requests carry: a fresh number each time, never the thread's own.
+
+    2.12 writes the thread's id, so the answers to a try-lock that timed out (LOCK_GRANTED, LOCK_DENIED: no
+    request id tells them apart) are taken for the answers to that thread's next request for the lock, which
+    then believes it holds a lock a server gave to somebody else: two holders (seen with PEER_LOCK within a
+    few hundred try-locks, and possible with CENTRAL_LOCK). A number per client lock (a lock() or a try-lock
+    until the unlock) makes such a late answer name an owner nobody waits for any more: it is ignored. Peers
+    only compare owners, so nothing changes for a Java member; a Java client keeps 2.12's behaviour."""
+    return next(_ids)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,12 +343,13 @@ class ServerLock:
 # ---------------------------------------------------------------------------------------------
 
 class ClientLock:
-    """A lock one of this member's threads asked for (``Locking.ClientLock``)."""
+    """A lock one of this member's threads asked for (``Locking.ClientLock``). ``owner`` is the owner its
+    requests name: this member and a number of its own (see :func:`new_owner_id`)."""
 
-    def __init__(self, prot: Locking, name: str) -> None:
+    def __init__(self, prot: Locking, name: str, owner: Owner) -> None:
         self.prot = prot
         self.name = name
-        self.owner: Owner | None = None
+        self.owner = owner
         self.acquired = False
         self.denied = False
         self.is_trylock = False
@@ -364,7 +380,6 @@ class ClientLock:
         with self.cond:
             if self.acquired:
                 return
-            self.owner = self.prot.owner()
             self.prot.send_grant_lock_request(self.name, self.owner, 0, False)
             while not self.acquired:
                 self._wait(_WAIT_SLICE)
@@ -377,7 +392,6 @@ class ClientLock:
             if not self.acquired:
                 self.is_trylock = True
                 self.timeout = timeout_ms or 0
-                self.owner = self.prot.owner()
                 self.prot.send_grant_lock_request(self.name, self.owner, self.timeout, True)
                 deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
                 while not self.acquired and not self.denied:
@@ -403,10 +417,8 @@ class ClientLock:
             return
         self.timeout = 0
         self.is_trylock = False
-        owner, self.owner = self.owner, None
-        if owner is not None:
-            self.prot.send_release_lock_request(self.name, owner)
-            self.prot.remove_client_lock(self.name, owner)
+        self.prot.send_release_lock_request(self.name, self.owner)
+        self.prot.remove_client_lock(self)
         self.acquired = self.denied = False
         self.cond.notify_all()
         self.prot.notify("lock_deleted", self.name)
@@ -469,7 +481,8 @@ class Locking(Protocol):
         self.server_locks: dict[str, ServerLock] = {}
         self.queued = 0                                          # requests + waiters of all server locks
         self.client_locks_lock = threading.Lock()
-        self.client_locks: dict[str, dict[Owner, ClientLock]] = {}
+        self.client_locks: dict[str, dict[int, ClientLock]] = {}    # name -> thread id -> lock
+        self._by_owner: dict[Owner, ClientLock] = {}                # what the answers name
         self.lock_listeners: list[LockNotification] = []
         self.view: Any = None
         self.members: frozenset = frozenset()
@@ -509,6 +522,7 @@ class Locking(Protocol):
         with self.client_locks_lock:
             locks = [cl for owners in self.client_locks.values() for cl in owners.values()]
             self.client_locks.clear()
+            self._by_owner.clear()
         for cl in locks:                 # wake waiters: they raise LockingError
             with cl.cond:
                 cl.cond.notify_all()
@@ -578,29 +592,39 @@ class Locking(Protocol):
 
     # ---- client side ----
 
-    def owner(self) -> Owner:
-        return Owner(self.local_addr, current_thread_id())
+    def create_lock(self, name: str, owner: Owner) -> ClientLock:
+        return ClientLock(self, name, owner)
 
-    def create_lock(self, name: str) -> ClientLock:
-        return ClientLock(self, name)
-
-    def get_lock(self, name: str, owner: Owner | None = None, create: bool = True) -> ClientLock | None:
-        owner = owner or self.owner()
+    def get_lock(self, name: str, create: bool = True) -> ClientLock | None:
+        """The calling thread's client lock ``name`` (made if ``create``)."""
+        tid = current_thread_id()
         with self.client_locks_lock:
-            owners = self.client_locks.get(name)
-            lock = owners.get(owner) if owners is not None else None
+            threads = self.client_locks.get(name)
+            lock = threads.get(tid) if threads is not None else None
             if lock is None and create:
                 if not self.running:
                     raise LockingError("the channel is not connected")
-                lock = self.create_lock(name)
-                self.client_locks.setdefault(name, {})[owner] = lock
+                lock = self.create_lock(name, Owner(self.local_addr, new_owner_id()))
+                self.client_locks.setdefault(name, {})[tid] = lock
+                self._by_owner[lock.owner] = lock
             return lock
 
-    def remove_client_lock(self, name: str, owner: Owner) -> None:
+    def client_lock_of(self, name: str, owner: Owner) -> ClientLock | None:
+        """The client lock an answer for ``owner`` is meant for."""
+        lock = self._by_owner.get(owner)
+        return lock if lock is not None and lock.name == name else None
+
+    def remove_client_lock(self, lock: ClientLock) -> None:
         with self.client_locks_lock:
-            owners = self.client_locks.get(name)
-            if owners is not None and owners.pop(owner, None) is not None and not owners:
-                del self.client_locks[name]
+            if self._by_owner.get(lock.owner) is not lock:
+                return
+            del self._by_owner[lock.owner]
+            threads = self.client_locks.get(lock.name, {})
+            for tid, cl in list(threads.items()):
+                if cl is lock:
+                    del threads[tid]
+            if not threads:
+                self.client_locks.pop(lock.name, None)
 
     def unlock_all(self) -> None:
         """Release every lock this member's threads hold or wait for."""
@@ -613,8 +637,8 @@ class Locking(Protocol):
         with self.server_lock:
             server = "".join(f"{n}: {sl!r}\n" for n, sl in self.server_locks.items())
         with self.client_locks_lock:
-            mine = ", ".join(f"{n} ({', '.join(_client_state(o, cl) for o, cl in owners.items())})"
-                             for n, owners in self.client_locks.items())
+            mine = ", ".join(f"{n} ({', '.join(_client_state(cl) for cl in threads.values())})"
+                             for n, threads in self.client_locks.items())
         return f"server locks:\n{server}\nmy locks: {mine}"
 
     # where requests go: the subclass decides
@@ -718,15 +742,15 @@ class Locking(Protocol):
         if t in (T.GRANT_LOCK, T.RELEASE_LOCK):
             self.handle_lock_request(req)
         elif t == T.LOCK_GRANTED:
-            lock = self.get_lock(req.lock_name, req.owner, create=False)
+            lock = self.client_lock_of(req.lock_name, req.owner)
             if lock is not None:
                 lock.lock_granted(src)
         elif t == T.LOCK_DENIED:
-            lock = self.get_lock(req.lock_name, req.owner, create=False)
+            lock = self.client_lock_of(req.lock_name, req.owner)
             if lock is not None:
                 lock.lock_denied()
         elif t == T.SIG_RET:
-            lock = self.get_lock(req.lock_name, req.owner, create=False)
+            lock = self.client_lock_of(req.lock_name, req.owner)
             if lock is not None:
                 lock.signal_received()
         elif t in (T.COND_SIG, T.COND_SIG_ALL):
@@ -817,5 +841,5 @@ class Locking(Protocol):
         return d
 
 
-def _client_state(owner: Owner, lock: ClientLock) -> str:
-    return f"{owner}" + ("" if lock.acquired and not lock.denied else ", unlocked")
+def _client_state(lock: ClientLock) -> str:
+    return f"{lock.owner}" + ("" if lock.acquired and not lock.denied else ", unlocked")

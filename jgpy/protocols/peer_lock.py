@@ -19,8 +19,8 @@ T = RequestType
 class PeerLock(ClientLock):
     """A client lock granted when every member that was in the view when it was created granted it."""
 
-    def __init__(self, prot: Locking, name: str) -> None:
-        super().__init__(prot, name)
+    def __init__(self, prot: Locking, name: str, owner: Owner) -> None:
+        super().__init__(prot, name, owner)
         self.grants: set[Any] = set(prot.view.members or ()) if prot.view is not None else set()
 
     def retain(self, members: frozenset) -> None:
@@ -45,8 +45,8 @@ class PeerLock(ClientLock):
 class PEER_LOCK(Locking):
     NAME = "PEER_LOCK"
 
-    def create_lock(self, name: str) -> ClientLock:
-        return PeerLock(self, name)
+    def create_lock(self, name: str, owner: Owner) -> ClientLock:
+        return PeerLock(self, name, owner)
 
     def send_grant_lock_request(self, name: str, owner: Owner, timeout: int, is_trylock: bool) -> None:
         self.send_request(None, T.GRANT_LOCK, name, owner, timeout, is_trylock)
