@@ -402,3 +402,43 @@ def test_a_flood_of_lock_names_and_waiters_stays_bounded(server):
     s.install_view([me], 3, up=True)
     assert s.prot.dump_stats()["server_locks"] == 0
     assert s.prot.dump_stats()["failed_msgs"] == 0
+
+
+@pytest.mark.processes
+def test_a_live_coordinator_shrugs_off_strangers_lock_requests(lock_cluster):
+    """Datagrams from 1500 made-up members (each a first UNICAST message, so UNICAST passes what its bounded
+    non-member windows take) with GRANT_LOCKs for distinct names, some 5000 characters long, and garbage
+    payloads: no stranger creates a lock, what is held waiting for a view is capped, the members still lock."""
+    import random
+
+    from jgpy.stack.events import Event, EventType
+    from jgpy.testing.hostile import Forger, Hdr, send_datagrams, stranger, unicast_data
+
+    a, b = lock_cluster(2)
+    phys = a.stack.down(Event(EventType.GET_PHYSICAL_ADDRESS, a.address))
+    forger, rnd = Forger(a.cluster_name), random.Random(22)
+    lock_hdr = Hdr(CENTRAL_ID, 81, b"")
+
+    def attacks():
+        for i in range(1500):
+            src = stranger(rnd)
+            name = f"stranger-{i}" + "x" * rnd.choice((0, 100, 5000))
+            req = LockRequest(T.GRANT_LOCK, name, Owner(src, 1)).to_payload(DIALECT)
+            yield "grant", forger.dgram(src, [unicast_data(1, 1, True), lock_hdr], a.address, req)
+            yield "garbage", forger.dgram(src, [unicast_data(2, 1, False), lock_hdr], a.address, rnd.randbytes(40))
+
+    sent = send_datagrams(attacks(), (phys.host, phys.port))
+    assert sent == {"grant": 1500, "garbage": 1500}
+    prot = a.stack.find("CENTRAL_LOCK")
+
+    def seen() -> int:
+        st = prot.dump_stats()
+        return st["dropped_non_member"] + st["held_requests"] + st["dropped_malformed"]
+
+    wait_until(lambda: seen() > 100, 10, msg="the strangers' requests reached CENTRAL_LOCK")
+    st = prot.dump_stats()
+    assert st["server_locks"] == 0 and st["held_requests"] <= prot.max_held_requests and st["failed_msgs"] == 0
+    with LockService(b).get_lock("after"):
+        assert LockService(a).get_lock("after").try_lock() is False
+    assert LockService(a).get_lock("after").try_lock(5.0)
+    LockService(a).get_lock("after").unlock()
