@@ -6,7 +6,6 @@ kind serving the locks."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -17,6 +16,7 @@ from jgpy.protocols.locking import LockRequest, Owner, RequestType
 from jgpy.stack.config import load_config
 from jgpy.testing.java import PyNode
 from tests.fakestack import wait_until
+from tests.test_lock_service import join_holders, overlaps, start_holders
 
 pytestmark = [pytest.mark.interop, pytest.mark.processes]
 
@@ -99,44 +99,6 @@ def mixed(java_nodes, udp_group, tmp_path):
         m.close()
 
 
-def overlaps(intervals: list[tuple[int, int]]) -> int:
-    s = sorted(intervals)
-    return sum(1 for a, b in zip(s, s[1:]) if b[0] < a[1])
-
-
-def jgpy_holders(channels: list[Channel], name: str, rounds: int, try_timeout: float | None) -> tuple[list, list]:
-    """Threads (one per channel) that take ``name`` ``rounds`` times, each for 2 ms: their held intervals."""
-    held: list[tuple[int, int]] = []
-    errors: list[BaseException] = []
-    guard = threading.Lock()
-
-    def run(ch: Channel) -> None:
-        lock = LockService(ch).get_lock(name)
-        try:
-            for _ in range(rounds):
-                if try_timeout is None:
-                    lock.lock()
-                else:
-                    for _attempt in range(400):
-                        if lock.try_lock(try_timeout):
-                            break
-                    else:
-                        raise AssertionError("no lock after 400 try-locks")
-                t0 = time.monotonic_ns()
-                time.sleep(0.002)
-                t1 = time.monotonic_ns()
-                lock.unlock()
-                with guard:
-                    held.append((t0, t1))
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(ch,)) for ch in channels]
-    for t in threads:
-        t.start()
-    return held, errors, threads
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("protocol,order", [("CENTRAL_LOCK", "Jpp"), ("CENTRAL_LOCK", "pJp"), ("PEER_LOCK", "Jpp"),
                                             ("PEER_LOCK", "pJp")],
@@ -152,11 +114,10 @@ def test_java_and_jgpy_holders_never_overlap(mixed, protocol, order):
     m.wait_view(m.names)
     rounds = 25
     # PEER_LOCK without total order: jgpy try-locks with a timeout (2.12's advice); Java lock()s and waits
-    held, errors, threads = jgpy_holders(chans, "shared", rounds, 0.3 if protocol == "PEER_LOCK" else None)
+    held, errors, threads = start_holders([LockService(c) for c in chans], "shared", rounds,
+                                          try_timeout=0.3 if protocol == "PEER_LOCK" else None)
     java_reps = [j.call("lock_loop", timeout=180, name="shared", count=rounds, hold_ms=2) for j in javas]
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads) and not errors, errors
+    join_holders(errors, threads)
     java_held = [tuple(p) for rep in java_reps for p in rep["held"]]
     assert len(java_held) == rounds * len(javas) and len(held) == rounds * len(chans)
     assert overlaps(held + java_held) == 0

@@ -96,8 +96,10 @@ def overlaps(intervals: list[tuple[int, int]]) -> int:
     return sum(1 for a, b in zip(s, s[1:]) if b[0] < a[1])
 
 
-def contend(services: list[LockService], name: str, rounds: int, threads_each: int = 2,
-            try_timeout: float | None = None) -> list[tuple[int, int]]:
+def start_holders(services: list[LockService], name: str, rounds: int, threads_each: int = 1,
+                  try_timeout: float | None = None) -> tuple[list[tuple[int, int]], list[BaseException], list]:
+    """Threads (``threads_each`` per service) that take ``name`` ``rounds`` times (lock(), or try-locks of
+    ``try_timeout`` s until one succeeds), each time for 2 ms: (their held intervals, errors, the threads)."""
     held: list[tuple[int, int]] = []
     guard = threading.Lock()
     errors: list[BaseException] = []
@@ -109,13 +111,13 @@ def contend(services: list[LockService], name: str, rounds: int, threads_each: i
                 if try_timeout is None:
                     lock.lock()
                 else:
-                    for _attempt in range(200):
+                    for _attempt in range(400):
                         if lock.try_lock(try_timeout):
                             break
                     else:
-                        raise AssertionError("no lock after 200 attempts")
+                        raise AssertionError("no lock after 400 try-locks")
                 t0 = time.monotonic_ns()
-                time.sleep(0.001)
+                time.sleep(0.002)
                 t1 = time.monotonic_ns()
                 lock.unlock()
                 with guard:
@@ -126,10 +128,20 @@ def contend(services: list[LockService], name: str, rounds: int, threads_each: i
     ts = [threading.Thread(target=worker, args=(s,)) for s in services for _ in range(threads_each)]
     for t in ts:
         t.start()
-    for t in ts:
-        t.join(60)
-    assert not any(t.is_alive() for t in ts), "a worker hangs"
+    return held, errors, ts
+
+
+def join_holders(errors: list[BaseException], threads: list) -> None:
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a holder hangs"
     assert not errors, errors
+
+
+def contend(services: list[LockService], name: str, rounds: int, threads_each: int = 2,
+            try_timeout: float | None = None) -> list[tuple[int, int]]:
+    held, errors, threads = start_holders(services, name, rounds, threads_each, try_timeout)
+    join_holders(errors, threads)
     return held
 
 

@@ -11,46 +11,43 @@ the GRANT_LOCKs it still waits for to the new coordinator. The message format an
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
+from jgpy.protocols.central import CentralCoordinator
 from jgpy.protocols.locking import Locking, Owner, RequestType
 from jgpy.stack.properties import Property, to_int
 
 T = RequestType
 
 
-class CENTRAL_LOCK(Locking):
+class CENTRAL_LOCK(Locking, CentralCoordinator):
     NAME = "CENTRAL_LOCK"
 
     num_backups = Property(to_int, 1, "Number of backups to the coordinator. Server locks get replicated to "
                                       "these nodes as well")
 
     def __init__(self) -> None:
-        super().__init__()
-        self.coord: Any = None
-        self.is_coord = False
-        self.backups: list[Any] = []
-        self._backups_lock = threading.Lock()
+        Locking.__init__(self)
+        CentralCoordinator.__init__(self)
 
     # ---- where requests go ----
 
     def send_grant_lock_request(self, name: str, owner: Owner, timeout: int, is_trylock: bool) -> None:
         if self.coord is not None:
-            self.send_request(self.coord, T.GRANT_LOCK, name, owner, timeout, is_trylock)
+            self.send(self.coord, T.GRANT_LOCK, name, owner, timeout, is_trylock)
 
     def send_release_lock_request(self, name: str, owner: Owner) -> None:
         if self.coord is not None:
-            self.send_request(self.coord, T.RELEASE_LOCK, name, owner)
+            self.send(self.coord, T.RELEASE_LOCK, name, owner)
 
     def send_await_condition_request(self, name: str, owner: Owner | None) -> None:
-        self.send_request(self.coord, T.LOCK_AWAIT, name, owner)
+        self.send(self.coord, T.LOCK_AWAIT, name, owner)
 
     def send_signal_condition_request(self, name: str, all_: bool) -> None:
-        self.send_request(self.coord, T.COND_SIG_ALL if all_ else T.COND_SIG, name, None)
+        self.send(self.coord, T.COND_SIG_ALL if all_ else T.COND_SIG, name, None)
 
     def send_delete_await_condition_request(self, name: str, owner: Owner | None) -> None:
-        self.send_request(self.coord, T.DELETE_LOCK_AWAIT, name, owner)
+        self.send(self.coord, T.DELETE_LOCK_AWAIT, name, owner)
 
     # ---- the coordinator's backups ----
 
@@ -63,26 +60,14 @@ class CENTRAL_LOCK(Locking):
         super().notify(event, *args)
 
     def _update_backups(self, type_: RequestType, name: str, owner: Owner) -> None:
-        with self._backups_lock:
-            for backup in self.backups:
-                self.send_request(backup, type_, name, owner)
+        for backup in self.backups_now():
+            self.send(backup, type_, name, owner)
 
     def handle_view(self, view: Any) -> None:
         super().handle_view(view)
-        mbrs = list(view.members or ())
-        old_coord = self.coord
-        if mbrs:
-            self.coord = mbrs[0]
-            self.is_coord = self.coord == self.local_addr
-            self.log.debug("%s: coord=%s, is_coord=%s", self.local_addr, self.coord, self.is_coord)
-        if self.is_coord and self.num_backups > 0:
-            i = mbrs.index(self.local_addr)
-            new_backups = [m for m in mbrs[i + 1:] + mbrs[:i]][:self.num_backups]    # Util.pickNext
-            with self._backups_lock:
-                added = [b for b in new_backups if b not in self.backups] if new_backups != self.backups else []
-                self.backups = new_backups
-            if added:
-                self._copy_locks_to(added)
+        old_coord, added = self.update_coordinator(list(view.members or ()), self.local_addr, self.num_backups)
+        if added:
+            self._copy_locks_to(added)
         if old_coord is not None and old_coord != self.coord:
             with self.client_locks_lock:
                 pending = [cl for owners in self.client_locks.values() for cl in owners.values()
@@ -96,21 +81,16 @@ class CENTRAL_LOCK(Locking):
         for name, owner, waiters in copy:
             for backup in new_backups:
                 if owner is not None:
-                    self.send_request(backup, T.CREATE_LOCK, name, owner)
+                    self.send(backup, T.CREATE_LOCK, name, owner)
                 for w in waiters:      # 2.12 sends these as LOCK_AWAIT to the coordinator (itself): a bug
-                    self.send_request(backup, T.CREATE_AWAITER, name, w)
+                    self.send(backup, T.CREATE_AWAITER, name, w)
 
     def stop(self) -> None:
         super().stop()
-        self.coord, self.is_coord = None, False
-        with self._backups_lock:
-            self.backups = []
+        self.reset_coordinator()
 
     def dump_stats(self) -> dict[str, Any]:
-        d = super().dump_stats()
-        d.update(coord=str(self.coord) if self.coord is not None else None, is_coord=self.is_coord,
-                 backups=[str(b) for b in self.backups])
-        return d
+        return {**super().dump_stats(), **self.coordinator_stats()}
 
 
 _BACKUP_UPDATES = {"locked": T.CREATE_LOCK, "unlocked": T.DELETE_LOCK, "awaiting": T.CREATE_AWAITER,

@@ -53,11 +53,9 @@ from jgpy._core.headers import LockingHeader
 from jgpy._core.message import Message
 from jgpy._core.wire import Reader, Writer
 from jgpy.errors import JgpyError
-from jgpy.protocols.guard import MessageGuard
+from jgpy.protocols.requests import RequestProtocol
 from jgpy.stack.events import Event, EventType
-from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.properties import Property, to_bool, to_int
-from jgpy.stack.protocol import UP_HEADER, Protocol
+from jgpy.stack.properties import Property, to_int
 
 #: the Java class the Request is written under (no magic number in 2.12's map)
 REQUEST_CLASS = "org.jgroups.protocols.Locking$Request"
@@ -65,7 +63,7 @@ REQUEST_CLASS = "org.jgroups.protocols.Locking$Request"
 #: how often a client waiting without a timeout checks that the protocol still runs (s)
 _WAIT_SLICE = 0.5
 
-DROP_COUNTERS = ("dropped_malformed", "dropped_non_member", "dropped_spoofed_owner", "dropped_table_full",
+DROP_COUNTERS = ("dropped_non_member", "dropped_spoofed_owner", "dropped_table_full",
                  "denied_table_full", "held_requests_dropped")
 
 
@@ -456,13 +454,16 @@ class ClientLock:
 # the protocol
 # ---------------------------------------------------------------------------------------------
 
-class Locking(Protocol):
+class Locking(RequestProtocol):
     """Base of CENTRAL_LOCK and PEER_LOCK: the events, the server and client tables, the messages.
 
     A subclass says where requests go (``send_grant_lock_request`` and its siblings) and may make its own
     client locks (``create_lock``)."""
 
-    bypass_bundling = Property(to_bool, True, "bypasses message bundling if set")
+    HEADER = LockingHeader
+    REQUEST = LockRequest
+    WHAT = "lock request"
+
     max_server_locks = Property(
         to_int, 10000, "jgpy: locks this member keeps as a server (granting or as a backup); beyond that a new "
         "lock's GRANT_LOCK is denied and a backup copy dropped")
@@ -476,7 +477,7 @@ class Locking(Protocol):
         to_int, 5000, "jgpy: ms such a request is kept before it is dropped")
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(DROP_COUNTERS)
         self.server_lock = threading.RLock()                     # server_locks and their queues
         self.server_locks: dict[str, ServerLock] = {}
         self.queued = 0                                          # requests + waiters of all server locks
@@ -488,10 +489,7 @@ class Locking(Protocol):
         self.members: frozenset = frozenset()
         self.running = False
         self._held: deque[tuple[float, Message]] = deque()
-        self.counters = dict.fromkeys(DROP_COUNTERS, 0)
         self.requests_received = self.requests_sent = 0
-        self._rl = RateLimitedLog(self.log)
-        self._guard = MessageGuard(self, "a lock request", self._rl)
 
     # ---- listeners ----
 
@@ -584,7 +582,7 @@ class Locking(Protocol):
         now = time.monotonic()
         for when, msg in held:
             if msg.src in members:
-                self._guard.each([msg], self._handle_msg)
+                self._guard.each([msg], self.receive_message)
             elif now - when < self.held_requests_timeout / 1000:
                 self._hold(msg, when)
             else:
@@ -660,21 +658,13 @@ class Locking(Protocol):
 
     # ---- sending ----
 
-    def send_request(self, dest: Any, type_: RequestType, name: str, owner: Owner | None, timeout: int = 0,
-                     is_trylock: bool = False) -> None:
-        req = LockRequest(type_, name, owner, timeout, is_trylock)
-        msg = Message(dest, req.to_payload(self.stack.dialect))
-        msg.put_header(self.id, LockingHeader())
-        if self.bypass_bundling:
-            msg.set_flag(Message.DONT_BUNDLE)
-        try:
-            self.down_prot.down_msg(msg)
+    def send(self, dest: Any, type_: RequestType, name: str, owner: Owner | None, timeout: int = 0,
+             is_trylock: bool = False) -> None:
+        if self.send_request(dest, LockRequest(type_, name, owner, timeout, is_trylock)):
             self.requests_sent += 1
-        except Exception:  # noqa: BLE001 - as 2.12: logged, the caller goes on
-            self._rl.exception("send-failed", "%s: failed sending %s", self.local_addr, type_.name)
 
     def send_response(self, type_: RequestType, dest: Owner, name: str) -> None:
-        self.send_request(dest.address, type_, name, dest)
+        self.send(dest.address, type_, name, dest)
 
     # ---- the server table's budget ----
 
@@ -693,28 +683,13 @@ class Locking(Protocol):
 
     # ---- receiving ----
 
-    def up_needs(self) -> int:
-        return UP_HEADER
+    def check_request(self, req: LockRequest) -> None:
+        if req.type in _NEED_OWNER and (req.owner is None or req.owner.address is None):
+            raise ValueError("no owner")
+        if req.lock_name is None or len(req.lock_name) > self.max_lock_name_length:
+            raise ValueError("lock name missing or too long")
 
-    def up_batch(self, msgs: list) -> None:
-        mine, others = self.split_mine(msgs)
-        if mine:
-            self._guard.each(mine, self._handle_msg)
-        if others:
-            self.up_prot.up_batch(others)
-
-    def _handle_msg(self, msg: Message) -> None:
-        try:
-            req = LockRequest.from_payload(self.stack.dialect, msg.payload)
-            if req.type in _NEED_OWNER and (req.owner is None or req.owner.address is None):
-                raise ValueError("no owner")
-            if req.lock_name is None or len(req.lock_name) > self.max_lock_name_length:
-                raise ValueError("lock name missing or too long")
-        except Exception as e:  # noqa: BLE001 - anything unreadable is a malformed request
-            self.counters["dropped_malformed"] += 1
-            self._rl.warning("malformed", "%s: dropped a malformed lock request from %s: %s (%d so far)",
-                             self.local_addr, msg.src, e, self.counters["dropped_malformed"])
-            return
+    def receive_request(self, req: LockRequest, msg: Message) -> None:
         src = msg.src
         if src not in self.members:
             self._hold(msg, time.monotonic())

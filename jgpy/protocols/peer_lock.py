@@ -49,19 +49,19 @@ class PEER_LOCK(Locking):
         return PeerLock(self, name, owner)
 
     def send_grant_lock_request(self, name: str, owner: Owner, timeout: int, is_trylock: bool) -> None:
-        self.send_request(None, T.GRANT_LOCK, name, owner, timeout, is_trylock)
+        self.send(None, T.GRANT_LOCK, name, owner, timeout, is_trylock)
 
     def send_release_lock_request(self, name: str, owner: Owner) -> None:
-        self.send_request(None, T.RELEASE_LOCK, name, owner)
+        self.send(None, T.RELEASE_LOCK, name, owner)
 
     def send_await_condition_request(self, name: str, owner: Owner | None) -> None:
-        self.send_request(None, T.LOCK_AWAIT, name, owner)
+        self.send(None, T.LOCK_AWAIT, name, owner)
 
     def send_signal_condition_request(self, name: str, all_: bool) -> None:
-        self.send_request(None, T.COND_SIG_ALL if all_ else T.COND_SIG, name, None)
+        self.send(None, T.COND_SIG_ALL if all_ else T.COND_SIG, name, None)
 
     def send_delete_await_condition_request(self, name: str, owner: Owner | None) -> None:
-        self.send_request(None, T.DELETE_LOCK_AWAIT, name, owner)
+        self.send(None, T.DELETE_LOCK_AWAIT, name, owner)
 
     def handle_view(self, view: Any) -> None:
         super().handle_view(view)

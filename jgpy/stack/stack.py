@@ -57,6 +57,7 @@ PROTOCOLS: dict[str, str] = {
     "SEQUENCER": "jgpy.protocols.sequencer:SEQUENCER",
     "CENTRAL_LOCK": "jgpy.protocols.central_lock:CENTRAL_LOCK",
     "PEER_LOCK": "jgpy.protocols.peer_lock:PEER_LOCK",
+    "CENTRAL_EXECUTOR": "jgpy.protocols.central_executor:CENTRAL_EXECUTOR",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}

@@ -8,7 +8,8 @@ from jgpy import DIALECT, Message, WireFormatError
 from jgpy._core import jg212
 from jgpy._core.message import flags_to_string
 from jgpy.errors import version_string
-from jgpy.headers import LockingHeader, SequencerHeader
+from jgpy.headers import ExecutorHeader, LockingHeader, SequencerHeader
+from jgpy.protocols.executing import ExecRequest
 from jgpy.protocols.locking import LockRequest
 
 
@@ -31,8 +32,9 @@ def describe_message(m, index: int | None = None, what: str = "") -> list[str]:
         lines.append(f"    {protocol_label(pid)}: {hdr!r}")
         if isinstance(hdr, SequencerHeader) and hdr.type != SequencerHeader.BCAST and m.has_buffer() and not what:
             lines.extend(_describe_wrapped(m.buffer))           # one level: a wrapped message wraps nothing
-        if isinstance(hdr, LockingHeader) and m.has_buffer():
-            lines.append("      " + _describe_lock_request(m.buffer))
+        if isinstance(hdr, (LockingHeader, ExecutorHeader)) and m.has_buffer():
+            lines.append("      " + _describe_request(LockRequest if isinstance(hdr, LockingHeader) else ExecRequest,
+                                                      m.buffer))
     return lines
 
 
@@ -47,10 +49,11 @@ def _describe_wrapped(payload: bytes) -> list[str]:
     return ["      " + line for line in describe_message(inner, None, "wrapped ")]
 
 
-def _describe_lock_request(payload: bytes) -> str:
-    """The ``Locking$Request`` a CENTRAL_LOCK/PEER_LOCK message carries."""
+def _describe_request(kind, payload: bytes) -> str:
+    """The ``Locking$Request`` (CENTRAL_LOCK/PEER_LOCK) or ``Executing$Request`` (CENTRAL_EXECUTOR) a message
+    carries."""
     try:
-        return f"request: {LockRequest.from_payload(DIALECT, payload)}"
+        return f"request: {kind.from_payload(DIALECT, payload)}"
     except Exception as e:  # noqa: BLE001 - reported, never raised
         return f"request: NOT DECODABLE: {e}"[:200]
 
