@@ -23,7 +23,7 @@ from jgpy.protocols.executing import ExecutionError, Executing, decode_task, enc
 
 def _executing(channel: Any) -> Executing:
     prot = channel.stack.find(Executing)
-    if prot is None:
+    if not isinstance(prot, Executing):
         raise ExecutionError("the channel's configuration must include CENTRAL_EXECUTOR")
     return prot
 
