@@ -1006,6 +1006,14 @@ cdef class Dialect212(WireDialect):
         _expect_end(r)
         return a
 
+    def write_address_to(self, Writer w, addr):
+        """``Util.writeAddress`` into ``w`` (for Streamables whose body a protocol writes itself)."""
+        write_address(w, addr)
+
+    def read_address_from(self, Reader r):
+        """``Util.readAddress`` from ``r`` at its position (``r`` moves past it)."""
+        return read_address(r)
+
     def encode_addresses(self, addrs):
         cdef Writer w = Writer()
         write_addresses(w, addrs)

@@ -304,6 +304,9 @@ HEADERS = (
     HeaderClass("LockingHeader", 81, "protocols.Locking$LockingHeader", ("CENTRAL_LOCK", "PEER_LOCK"),
                 doc="CENTRAL_LOCK/PEER_LOCK: marks a lock request or response (the Request is the payload)",
                 fields=()),
+    HeaderClass("ExecutorHeader", 85, "protocols.Executing$ExecutorHeader", ("CENTRAL_EXECUTOR",),
+                doc="CENTRAL_EXECUTOR: marks an executor request or response (the Request is the payload)",
+                fields=()),
 
     # ---- jgpy's own headers (magic > MAX_JGROUPS_MAGIC): not in the jar, jgpy-only clusters ----
     HeaderClass(
@@ -356,7 +359,6 @@ FOREIGN_CLASSES = (
     ForeignClass(77, "protocols.RELAY$RelayHeader", ("RELAY",)),
     ForeignClass(78, "protocols.STOMP$StompHeader", ("STOMP",)),
     ForeignClass(80, "protocols.PrioHeader", ("PRIO",)),
-    ForeignClass(85, "protocols.Executing$ExecutorHeader", ("CENTRAL_EXECUTOR",)),
     ForeignClass(86, "protocols.Executing$Request"),
     ForeignClass(87, "blocks.executor.ExecutionService$RunnableAdapter"),
     ForeignClass(88, "blocks.executor.Executions$StreamableCallable"),

@@ -1,70 +1,82 @@
-"""``org.jgroups.blocks.locking.LockService`` (2.12): cluster-wide locks over CENTRAL_LOCK or PEER_LOCK.
+"""LockService: cluster-wide locks (``org.jgroups.blocks.locking.LockService``, JGroups 2.12.2).
 
->>> service = LockService(ch)             # ch's stack has CENTRAL_LOCK (or PEER_LOCK) on top
->>> with service.get_lock("accounts"):   # lock() ... unlock()
-...     ...
+The channel's stack needs a locking protocol (CENTRAL_LOCK or PEER_LOCK) towards the top::
 
-A lock belongs to the calling thread (Java: the Thread), as Java's LockService locks do: Java and jgpy members
-lock the same names against each other. ``try_lock(timeout_ms)`` gives up after the timeout (None: only asks
-once); a lock's condition (:meth:`Lock.new_condition`) waits and signals across the cluster.
+    ch = Channel(config_with_central_lock)
+    locks = LockService(ch)
+    ch.connect("lock-cluster")
+    with locks.get_lock("mylock"):      # lock() ... unlock()
+        ...
+
+A lock belongs to the thread that took it (the owner is this member's address and the thread), as in Java:
+the thread that locks must unlock. As 2.12's, ``unlock()`` may be called more than once. Java members and jgpy
+members share the same locks. Never lock from a receiver callback (the delivery thread brings the answer).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jgpy.channel import Channel
-from jgpy.protocols.locking import ClientLock, Locking, current_owner
+from jgpy.protocols.locking import AwaitInfo, LockInfo, Locking, LockingError, LockNotification
+from jgpy.stack.events import Event, EventType
 
 
-class Condition:
-    """Java's lock Condition: ``await_`` releases the lock, waits for a signal, and takes it again."""
+class LockService:
+    """The locks of ``channel`` (``LockService(JChannel)``)."""
 
-    def __init__(self, lock: Lock) -> None:
-        self._lock = lock
+    def __init__(self, channel: Any) -> None:
+        self.channel = channel
+        prot = channel.stack.find(Locking)
+        if prot is None:
+            raise LockingError("the channel's configuration must include a locking protocol (CENTRAL_LOCK or "
+                               "PEER_LOCK)")
+        self.protocol: Locking = prot
 
-    def await_(self, timeout_ms: int | None = None) -> bool:
-        """Wait for :meth:`signal` (True) or ``timeout_ms`` (False); the lock is held again either way."""
-        cl = self._lock._client(create=False)
-        if cl is None or not cl.acquired:
-            raise RuntimeError("await_() needs the lock held (IllegalMonitorStateException)")
-        return cl.await_signal(timeout_ms)
+    def get_lock(self, name: str) -> Lock:
+        return Lock(self, name)
 
-    def signal(self) -> None:
-        self._lock._prot.signal(self._lock.name, False)
+    def unlock_all(self) -> None:
+        """Release every lock of this member (all threads)."""
+        self._down(EventType.UNLOCK_ALL)
 
-    def signal_all(self) -> None:
-        self._lock._prot.signal(self._lock.name, True)
+    def add_lock_listener(self, listener: LockNotification) -> None:
+        self.protocol.add_lock_listener(listener)
+
+    def remove_lock_listener(self, listener: LockNotification) -> None:
+        self.protocol.remove_lock_listener(listener)
+
+    def print_locks(self) -> str:
+        return self.protocol.print_locks()
+
+    def _down(self, type_: str, arg: Any = None) -> Any:
+        return self.channel.stack.down(Event(type_, arg))
 
 
 class Lock:
-    """One named cluster lock, held by the thread that locked it."""
+    """A named cluster-wide lock (``LockService.LockImpl``); usable as a context manager."""
 
     def __init__(self, service: LockService, name: str) -> None:
+        self.service = service
         self.name = name
-        self._service = service
-        self._prot = service.protocol
-
-    def _client(self, create: bool = True) -> ClientLock | None:
-        return self._prot.get_lock(self.name, current_owner(self._service.channel.address), create)
 
     def lock(self) -> None:
-        cl = self._client()
-        assert cl is not None
-        cl.lock(current_owner(self._service.channel.address))
+        """Wait until this thread holds the lock (raises :class:`LockingError` if the channel disconnects)."""
+        self.service._down(EventType.LOCK, LockInfo(self.name))
 
-    def try_lock(self, timeout_ms: int | None = None) -> bool:
-        """Take the lock if it is free (None), or within ``timeout_ms``; False if not."""
-        cl = self._client()
-        assert cl is not None
-        return cl.try_lock(current_owner(self._service.channel.address), timeout_ms)
+    def try_lock(self, timeout: float | None = None) -> bool:
+        """Take the lock if the granting members can give it within ``timeout`` seconds (None: only if it is
+        free now, as ``tryLock()``). True if this thread holds it."""
+        if timeout is None:
+            info = LockInfo(self.name, is_trylock=True)
+        else:
+            info = LockInfo(self.name, is_trylock=True, use_timeout=True, timeout=max(0, int(timeout * 1000)))
+        return bool(self.service._down(EventType.LOCK, info))
 
     def unlock(self) -> None:
-        cl = self._client(create=False)
-        if cl is not None:
-            cl.unlock()
+        self.service._down(EventType.UNLOCK, LockInfo(self.name))
 
     def new_condition(self) -> Condition:
+        """The lock's condition (one per lock, as in 2.12)."""
         return Condition(self)
 
     def __enter__(self) -> Lock:
@@ -74,34 +86,29 @@ class Lock:
     def __exit__(self, *exc: object) -> None:
         self.unlock()
 
-
-class LockService:
-    """Locks over ``channel``, whose stack must hold CENTRAL_LOCK or PEER_LOCK."""
-
-    def __init__(self, channel: Channel) -> None:
-        self.channel = channel
-        prot = channel.stack.find(Locking)
-        if not isinstance(prot, Locking):
-            raise ValueError("the channel's stack has no locking protocol (CENTRAL_LOCK or PEER_LOCK)")
-        self.protocol: Locking = prot
-
-    def get_lock(self, name: str) -> Lock:
-        return Lock(self, name)
-
-    def unlock_all(self) -> None:
-        self.protocol.unlock_all()
-
-    def add_lock_listener(self, listener: Any) -> None:
-        """``listener`` gets ``lockCreated(name)``, ``lockDeleted(name)``, ``locked(name, owner)``,
-        ``unlocked(name, owner)``, ``awaiting(name, owner)``, ``awaited(name, owner)`` (Java's names), each
-        optional."""
-        self.protocol.add_lock_listener(listener)
-
-    def remove_lock_listener(self, listener: Any) -> None:
-        self.protocol.remove_lock_listener(listener)
-
-    def print_locks(self) -> str:
-        return self.protocol.print_locks()
+    def __repr__(self) -> str:
+        return f"Lock({self.name!r})"
 
 
-__all__ = ["Condition", "Lock", "LockService"]
+class Condition:
+    """A lock's condition (``LockService.ConditionImpl``): wait for a signal, releasing the lock meanwhile."""
+
+    def __init__(self, lock: Lock) -> None:
+        self.lock = lock
+
+    def await_(self, timeout: float | None = None) -> bool:
+        """Release the lock, wait for a signal (at most ``timeout`` seconds), take the lock again. False if the
+        time ran out. ``await`` is a Python keyword, hence the underscore."""
+        name = self.lock.name
+        if timeout is None:
+            self.lock.service._down(EventType.LOCK_AWAIT, LockInfo(name))
+            return True
+        left = self.lock.service._down(EventType.LOCK_AWAIT, LockInfo(name, use_timeout=True,
+                                                                     timeout=max(0, int(timeout * 1000))))
+        return left is not None and left > 0
+
+    def signal(self) -> None:
+        self.lock.service._down(EventType.LOCK_SIGNAL, AwaitInfo(self.lock.name, False))
+
+    def signal_all(self) -> None:
+        self.lock.service._down(EventType.LOCK_SIGNAL, AwaitInfo(self.lock.name, True))

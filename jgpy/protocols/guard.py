@@ -32,6 +32,15 @@ class MessageGuard:
             except Exception:  # noqa: BLE001 - one bad message must not hurt the rest of the batch
                 self.failure(msg)
 
+    def each_mine(self, msgs: list, handle: Callable[[Any], Any]) -> None:
+        """An ``up_batch`` for a protocol that handles its messages one by one: ``handle(msg)`` (guarded) for
+        those with its header, the others go up."""
+        mine, others = self.prot.split_mine(msgs)
+        if mine:
+            self.each(mine, handle)
+        if others:
+            self.prot.up_prot.up_batch(others)
+
     def failure(self, msg: Any) -> None:
         """Count and log (rate-limited) a message whose handling raised; call from an ``except`` block."""
         self.failed += 1

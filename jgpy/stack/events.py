@@ -53,6 +53,12 @@ class EventType:
     STATE_TRANSFER_INPUTSTREAM = "STATE_TRANSFER_INPUTSTREAM"     # up, arg: StateTransferInfo(input_stream or None)
     STATE_TRANSFER_OUTPUTSTREAM_CLOSED = "STATE_TRANSFER_OUTPUTSTREAM_CLOSED"
     STATE_TRANSFER_INPUTSTREAM_CLOSED = "STATE_TRANSFER_INPUTSTREAM_CLOSED"
+    # ---- locking (CENTRAL_LOCK, PEER_LOCK; jgpy.blocks.LockService) ----
+    LOCK = "LOCK"                                  # arg: LockInfo; returns a bool for a try-lock
+    UNLOCK = "UNLOCK"                              # arg: LockInfo
+    UNLOCK_ALL = "UNLOCK_ALL"
+    LOCK_AWAIT = "LOCK_AWAIT"                      # arg: LockInfo; returns the ms left with a timeout
+    LOCK_SIGNAL = "LOCK_SIGNAL"                    # arg: AwaitInfo
     # jgpy: the NAKACK digest of what the layers above NAKACK (the application included) have finished
     # processing, rather than what NAKACK has handed to the delivery thread (GET_DIGEST); returns Digest
     GET_DELIVERED_DIGEST = "GET_DELIVERED_DIGEST"

@@ -56,8 +56,9 @@ PROTOCOLS: dict[str, str] = {
     "TOTAL": "jgpy.protocols.total:TOTAL",
     "pbcast.FLUSH": "jgpy.protocols.pbcast.flush:FLUSH",
     "SEQUENCER": "jgpy.protocols.sequencer:SEQUENCER",
-    "CENTRAL_LOCK": "jgpy.protocols.locking:CENTRAL_LOCK",
-    "PEER_LOCK": "jgpy.protocols.locking:PEER_LOCK",
+    "CENTRAL_LOCK": "jgpy.protocols.central_lock:CENTRAL_LOCK",
+    "PEER_LOCK": "jgpy.protocols.peer_lock:PEER_LOCK",
+    "CENTRAL_EXECUTOR": "jgpy.protocols.central_executor:CENTRAL_EXECUTOR",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}

@@ -8,7 +8,9 @@ from jgpy import DIALECT, Message, WireFormatError
 from jgpy._core import jg212
 from jgpy._core.message import flags_to_string
 from jgpy.errors import version_string
-from jgpy.headers import SequencerHeader
+from jgpy.headers import ExecutorHeader, LockingHeader, SequencerHeader
+from jgpy.protocols.executing import ExecRequest
+from jgpy.protocols.locking import LockRequest
 
 
 def protocol_label(pid: int) -> str:
@@ -30,6 +32,9 @@ def describe_message(m, index: int | None = None, what: str = "") -> list[str]:
         lines.append(f"    {protocol_label(pid)}: {hdr!r}")
         if isinstance(hdr, SequencerHeader) and hdr.type != SequencerHeader.BCAST and m.has_buffer() and not what:
             lines.extend(_describe_wrapped(m.buffer))           # one level: a wrapped message wraps nothing
+        if isinstance(hdr, (LockingHeader, ExecutorHeader)) and m.has_buffer():
+            lines.append("      " + _describe_request(LockRequest if isinstance(hdr, LockingHeader) else ExecRequest,
+                                                      m.buffer))
     return lines
 
 
@@ -42,6 +47,15 @@ def _describe_wrapped(payload: bytes) -> list[str]:
     if not isinstance(inner, Message):
         return [f"      wrapped: not a message: {inner!r}"[:200]]
     return ["      " + line for line in describe_message(inner, None, "wrapped ")]
+
+
+def _describe_request(kind, payload: bytes) -> str:
+    """The ``Locking$Request`` (CENTRAL_LOCK/PEER_LOCK) or ``Executing$Request`` (CENTRAL_EXECUTOR) a message
+    carries."""
+    try:
+        return f"request: {kind.from_payload(DIALECT, payload)}"
+    except Exception as e:  # noqa: BLE001 - reported, never raised
+        return f"request: NOT DECODABLE: {e}"[:200]
 
 
 def describe_datagram(data: bytes, prefix: str = "") -> list[str]:

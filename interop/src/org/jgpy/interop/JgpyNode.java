@@ -48,6 +48,7 @@ public final class JgpyNode {
     private static PrintStream proto;
 
     private JChannel channel;
+    private final LockCommands locks=new LockCommands();
     // ---- state transfer (set_state_provider, get_state, get_log): see interop/PROTOCOL.md ----
     private volatile StateSpec stateSpec;                                 // the provider's (full) state
     private volatile Map<String,StateSpec> partialSpecs=new HashMap<>();  // state_id -> partial state
@@ -263,6 +264,8 @@ public final class JgpyNode {
                 if(data == null) throw new IllegalArgumentException("decode needs hex");
                 return Codec.decode(kind, data);
             }
+            case "lock": case "unlock": case "unlock_all": case "lock_loop": case "print_locks":
+                return locks.dispatch(name, cmd, requireChannel());
             case "bench_codec": {
                 double seconds=cmd.get("seconds") != null ? Codec.toDouble(cmd.get("seconds"), "seconds") : 3.0;
                 double warmup=cmd.get("warmup") != null ? Codec.toDouble(cmd.get("warmup"), "warmup") : Math.min(2.0, seconds);
