@@ -47,6 +47,7 @@ member.
 
 from __future__ import annotations
 
+import functools
 import io
 import queue
 import socket
@@ -174,12 +175,21 @@ class _SocketOutput(io.RawIOBase):
 
 
 class _SocketInput(io.RawIOBase):
-    """The requester's side of a state socket (wrapped in a BufferedReader of socket_buffer_size)."""
+    """The requester's side of a state socket (wrapped in a BufferedReader of socket_buffer_size).
 
-    def __init__(self, sock: socket.socket, on_close):
+    jgpy: a provider whose state server is full (strangers holding its connections: max_pool) resets a new
+    connection before reading it; when that happens before any state byte arrived, ``reconnect`` (a new
+    socket with the request sent, in place of the old one) is tried again, after 0.25, 0.5, 1 ... s, ``RETRIES`` times (2.12 gives
+    up at once)."""
+
+    RETRIES = 6
+
+    def __init__(self, sock: socket.socket, on_close, reconnect=None):
         self._sock = sock
         self._on_close = on_close
+        self._reconnect = reconnect
         self.count = 0
+        self.reconnects = 0
 
     def readable(self) -> bool:
         return True
@@ -187,7 +197,16 @@ class _SocketInput(io.RawIOBase):
     def readinto(self, b) -> int:
         if self.closed:
             raise ValueError("the state input stream is closed")
-        n = self._sock.recv_into(b)
+        while True:
+            try:
+                n = self._sock.recv_into(b)
+                break
+            except ConnectionResetError:
+                if self.count or self._reconnect is None or self.reconnects >= self.RETRIES:
+                    raise
+                time.sleep(0.25 * 2 ** self.reconnects)
+                self.reconnects += 1
+                self._sock = self._reconnect(self._sock)
         self.count += n
         return n
 
@@ -323,7 +342,8 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
         self._expected: dict = {}                # provider: (requester, state_id) answered -> until when
         self.handshake_timeout = HANDSHAKE_TIMEOUT
         self._rl = RateLimitedLog(self.log)
-        self.counters.update({"state_connections": 0, "state_bytes_received": 0, "state_connections_refused": 0,
+        self.counters.update({"state_reconnects": 0, "state_connections": 0, "state_bytes_received": 0,
+                              "state_connections_refused": 0,
                               "state_requests_refused": 0, "state_responses_ignored": 0, "accept_errors": 0})
 
     # ---- life cycle ----
@@ -651,10 +671,33 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
         """Socket mode, on the delivery thread: connect, send the object stream, let the application read."""
         addr = hdr.bind_addr
         inp = None
-        sock = None
         try:
             if addr is None or addr.host is None:
                 raise OSError(f"the state response of {hdr.sender} has no state socket address")
+            reconnect = functools.partial(self._open_state_socket, addr, hdr)
+            inp = io.BufferedReader(_SocketInput(reconnect(None), self._input_closed, reconnect),
+                                    buffer_size=max(1, self.socket_buffer_size))
+        except Exception as e:  # noqa: BLE001 - the application learns it from get_state() returning False
+            self.log.warning("%s: could not connect to state provider %s at %s: %s", self.local_addr, hdr.sender,
+                             addr, e)
+            self.up_prot.up(Event(EventType.STATE_TRANSFER_INPUTSTREAM,
+                                  StateTransferInfo(hdr.sender, hdr.state_id, input_stream=None)))
+            return
+        try:
+            self.up_prot.up(Event(EventType.STATE_TRANSFER_INPUTSTREAM,
+                                  StateTransferInfo(hdr.sender, hdr.state_id, input_stream=inp)))
+        finally:
+            inp.close()
+
+    def _open_state_socket(self, addr, hdr: StreamingStateHeader, old: socket.socket | None) -> socket.socket:
+        """A connection to the provider's state server with our request sent, in place of ``old`` (closed
+        here); raises OSError."""
+        if old is not None:
+            self.counters["state_reconnects"] += 1
+            self._track(old, False)
+            old.close()
+        sock = None
+        try:
             family = socket.AF_INET6 if addr.is_ipv6 else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
             self._track(sock, True)
@@ -674,21 +717,12 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
             sock.connect((addr.host, addr.port))
             sock.sendall(state_request_bytes(hdr.state_id, self.local_addr))
             sock.settimeout(None)
-            inp = io.BufferedReader(_SocketInput(sock, self._input_closed), buffer_size=max(1, self.socket_buffer_size))
-        except Exception as e:  # noqa: BLE001 - the application learns it from get_state() returning False
-            self.log.warning("%s: could not connect to state provider %s at %s: %s", self.local_addr, hdr.sender,
-                             addr, e)
+            return sock
+        except BaseException:
             if sock is not None:
                 self._track(sock, False)
                 sock.close()
-            self.up_prot.up(Event(EventType.STATE_TRANSFER_INPUTSTREAM,
-                                  StateTransferInfo(hdr.sender, hdr.state_id, input_stream=None)))
-            return
-        try:
-            self.up_prot.up(Event(EventType.STATE_TRANSFER_INPUTSTREAM,
-                                  StateTransferInfo(hdr.sender, hdr.state_id, input_stream=inp)))
-        finally:
-            inp.close()
+            raise
 
     def _read_state_parts(self, hdr: StreamingStateHeader) -> None:
         """use_default_transport: the application reads on its own thread while the delivery thread queues
