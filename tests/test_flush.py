@@ -528,6 +528,23 @@ class FlushCluster:
         return node.call("connect", timeout=120, config=self.config, cluster=self.cluster, name=node.name,
                          props=self.props, receive="count", journal=str(self.run), blocks=True, **extra)
 
+    def start_sending(self, n: int) -> None:
+        """Everybody connects (in order), and once all are in the view, multicasts ``n`` numbered messages."""
+        for node in self.nodes:
+            self.connect(node)
+        self.wait_members(self.nodes, len(self.nodes))
+        for t in [_send_async(node, n) for node in self.nodes]:
+            t.join(300)
+
+    @staticmethod
+    def crash(node) -> None:
+        """kill -9, once its journal writer has written its rows (a crash loses the last second)."""
+        time.sleep(1.5)
+        if hasattr(node, "kill"):
+            node.kill()
+        else:
+            node.halt()
+
     def wait_members(self, nodes, n: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         for node in nodes:
@@ -677,20 +694,12 @@ def test_kill_during_a_flush(spark, java_nodes, tmp_path, kinds, victim):
     without the victim, go on multicasting, and their journals (the victim's, cut short, included) pass."""
     c = FlushCluster(java_nodes, tmp_path, kinds, "udp")
     try:
-        for node in c.nodes:
-            c.connect(node)
-        c.wait_members(c.nodes, 4)
         n = 500
-        for t in [_send_async(node, n) for node in c.nodes]:
-            t.join(300)
+        c.start_sending(n)
         flusher = c.nodes[1]
         _start_flush(flusher)
         dead = c.nodes[victim]
-        time.sleep(1.5)                  # its journal writer has written its rows (a crash loses the last second)
-        if hasattr(dead, "kill"):
-            dead.kill()
-        else:
-            dead.halt()
+        c.crash(dead)
         if victim != 1:
             flusher.call("stop_flush", timeout=60)
         survivors = [x for x in c.nodes if x is not dead]
@@ -717,12 +726,8 @@ def test_suspend_but_fail_then_the_flush_coordinator_crashes(spark, java_nodes, 
     multicast again, and their journals pass."""
     c = FlushCluster(java_nodes, tmp_path, kinds, "udp")
     try:
-        for node in c.nodes:
-            c.connect(node)
-        c.wait_members(c.nodes, 3)
         n = 300
-        for t in [_send_async(node, n) for node in c.nodes]:
-            t.join(300)
+        c.start_sending(n)
         c.quiesce(c.nodes)
         for node in c.nodes:
             node.drain_events()
@@ -733,11 +738,7 @@ def test_suspend_but_fail_then_the_flush_coordinator_crashes(spark, java_nodes, 
         while not all("block" in [e.get("event") for e in node.drain_events()] for node in survivors):
             assert time.monotonic() < deadline, "the survivors never saw block()"
             time.sleep(0.1)
-        time.sleep(1.5)                  # its journal writer has written its rows (a crash loses the last second)
-        if hasattr(flusher, "kill"):
-            flusher.kill()
-        else:
-            flusher.halt()
+        c.crash(flusher)
         c.wait_members(survivors, 2, timeout=90)
         for t in [_send_async(node, 200, start=n) for node in survivors]:
             t.join(300)
