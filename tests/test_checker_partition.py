@@ -116,6 +116,49 @@ def test_a_partition_seen_one_view_late_is_a_view_change_not_a_loss(spark, tmp_p
     assert res.stats["holes_not_owed"] == 2 * 30 + 2 * 30        # B's view 4 at A, C; A's and C's view 4 at B
 
 
+def test_with_flush_what_a_partition_kept_from_the_other_side_was_not_owed(spark, tmp_path):
+    """The in-flight case above and the late partition below, with FLUSH in the stack: virtual synchrony binds
+    the members that go on together, so what each side lost of the other's multicasts when the partition came
+    was not owed: no finding, counted in ``not_owed_across_partition``. A number owed to members that went on
+    together is still a gap."""
+    spec, tables = _partitioned_tables()
+    df, closed = tables["B"]
+    from_a = df[(df.kind == "deliver") & (df.sender == "A") & (df.view_id == 1)]
+    df.drop(index=from_a[from_a.seq > int(from_a.seq.max()) - 4].index, inplace=True)
+    res = check_run(_write(tmp_path, spec, tables, "flush-in-flight"), spark=spark, options=Options(flush=True))
+    assert res.flush and res.findings == [], [str(f) for f in res.findings]
+    assert res.stats["not_owed_across_partition"] == 4
+    df, closed = tables["C"]                         # C went on with A: A's view-1 number 7 was owed to it
+    owed = df[(df.kind == "deliver") & (df.sender == "A") & (df.view_id == 1) & (df.seq == 7)]
+    df.drop(index=owed.index, inplace=True)
+    res = check_run(_write(tmp_path, spec, tables, "flush-owed"), spark=spark, options=Options(flush=True))
+    assert [(f.kind, f.severity, f.count) for f in res.findings] == [("gap", "error", 1)], \
+        [str(f) for f in res.findings]
+
+
+def test_parted_both_ways_is_a_partition_not_a_leave():
+    """``both``: each side installed a view without the other (a partition); a sender that left cleanly
+    installs no view without the member, so with FLUSH its messages stay owed."""
+    from types import SimpleNamespace as V
+
+    from jgpy.analysis.checks import Checker, SendRange
+
+    ck = object.__new__(Checker)
+    ck.opt = Options(loss_window_s=60.0)
+    ck.flush = True
+    s = 1_000_000_000
+    ck.views = {"B": [V(vc="A", vi=1, idx=1, ts_ns=1 * s, members=["A", "B", "C"]),
+                      V(vc="B", vi=2, idx=50, ts_ns=10 * s, members=["B"])],
+                "A": [V(vc="A", vi=1, idx=1, ts_ns=1 * s, members=["A", "B", "C"])]}
+    r = SendRange(0, "A", "A", None, "A", 1, 100, 199, 100, 2 * s, 3 * s)
+    assert ck._parted("B", r) and not ck._parted("B", r, both=True)   # A left (no view without B): not a cut
+    assert not ck._partitioned("B", r)
+    ck.views["A"].append(V(vc="A", vi=2, idx=70, ts_ns=10 * s, members=["A", "C"]))
+    assert ck._parted("B", r, both=True) and ck._partitioned("B", r)
+    ck.flush = False
+    assert not ck._partitioned("B", r)                          # without FLUSH: the same-view warning as before
+
+
 def test_parted_when_either_side_leaves_the_other_out():
     """The rule without Spark: member and sender part when the member leaves the sender out of a later view,
     or the sender the member (a unicast sender drops its connection, with what was not acked, as 2.12 does);

@@ -276,6 +276,42 @@ def test_crashed_flush_coordinator_the_next_participant_ends_the_flush(group3):
     g.stacks[2].top.wait_event(EventType.UNBLOCK)
 
 
+def test_suspend_but_fail_starts_a_flush_and_returns_and_the_next_participant_ends_it(group3):
+    """2.12's SUSPEND_BUT_FAIL (FlushTest.testFlushWithCrashedFlushCoordinator): b sends START_FLUSH to the view and
+    returns without waiting; everybody blocks and answers; b never ends the flush. While a flush is in progress
+    at b a second one sends nothing. b crashes: c, its neighbour in the participant list, sends STOP_FLUSH."""
+    g = group3
+    g.install()
+    _unblocked(g)
+    a, b, c = g.addrs
+    pid = g.flush(1).id
+    t0 = time.monotonic()
+    assert g.flush(1).down(Event(EventType.SUSPEND_BUT_FAIL)) is None
+    assert time.monotonic() - t0 < 1.0                         # no wait for the answers
+    starts = g.stacks[1].tp.sent_where(lambda s: s.multicast and s.msg.get_header(pid) is not None)
+    assert [s.header(pid).type for s in starts] == [H.START_FLUSH]
+    assert list(starts[0].header(pid).flush_participants) == g.addrs
+    for i in range(3):
+        wait_until(lambda i=i: g.flush(i).blocking, msg=f"member {i} blocked")
+    for i in (0, 2):
+        g.stacks[i].tp.wait_sent(lambda s: s.msg.dest == b and s.msg.get_header(pid) is not None
+                                 and s.msg.get_header(pid).type == H.FLUSH_COMPLETED)
+    wait_until(lambda: g.flush(1).dump_stats()["flush_in_progress"])
+    g.flush(1).down(Event(EventType.SUSPEND_BUT_FAIL))         # in progress here: nothing sent
+    assert _types(g.stacks[1], pid).count(H.START_FLUSH) == 1
+    time.sleep(0.3)
+    assert all(g.flush(i).blocking for i in range(3))          # nobody ends it
+    assert H.STOP_FLUSH not in _types(g.stacks[1], pid)
+    g.net.blocked.add(b)                                       # b crashes
+    for i in (0, 2):
+        g.flush(i).up(Event(EventType.SUSPECT, b))
+    stops = g.stacks[2].tp.wait_sent(lambda s: s.msg.get_header(pid) is not None
+                                     and s.msg.get_header(pid).type == H.STOP_FLUSH)
+    assert {s.msg.dest for s in stops} >= {a, c}
+    for i in (0, 2):
+        wait_until(lambda i=i: not g.flush(i).blocking, msg=f"member {i} unblocked")
+
+
 def test_crashed_participant_is_left_out(group3):
     g = group3
     g.install()
@@ -466,11 +502,13 @@ class FlushCluster:
     """Members in their own processes (``J``: Java, ``P``: jgpy), each with a journal in ``run`` and FLUSH's
     callbacks on (``blocks``); the first one is the coordinator."""
 
-    def __init__(self, java_nodes, tmp_path, kinds: str, transport: str = "udp", log_state: bool = False):
+    def __init__(self, java_nodes, tmp_path, kinds: str, transport: str = "udp", log_state: bool = False,
+                 partitions: bool = False):
         import uuid
 
         from jgpy.testing.java import PyNode
-        self.config, self.props = _flush_config(tmp_path, transport, len(kinds))
+        self.config, self.props = _merge_config(tmp_path) if partitions else \
+            _flush_config(tmp_path, transport, len(kinds))
         self.cluster = f"flush-{uuid.uuid4().hex[:8]}"
         self.run = tmp_path / "run=flush"
         self.nodes = []
@@ -489,6 +527,23 @@ class FlushCluster:
     def connect(self, node, **extra) -> dict:
         return node.call("connect", timeout=120, config=self.config, cluster=self.cluster, name=node.name,
                          props=self.props, receive="count", journal=str(self.run), blocks=True, **extra)
+
+    def start_sending(self, n: int) -> None:
+        """Everybody connects (in order), and once all are in the view, multicasts ``n`` numbered messages."""
+        for node in self.nodes:
+            self.connect(node)
+        self.wait_members(self.nodes, len(self.nodes))
+        for t in [_send_async(node, n) for node in self.nodes]:
+            t.join(300)
+
+    @staticmethod
+    def crash(node) -> None:
+        """kill -9, once its journal writer has written its rows (a crash loses the last second)."""
+        time.sleep(1.5)
+        if hasattr(node, "kill"):
+            node.kill()
+        else:
+            node.halt()
 
     def wait_members(self, nodes, n: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -639,20 +694,12 @@ def test_kill_during_a_flush(spark, java_nodes, tmp_path, kinds, victim):
     without the victim, go on multicasting, and their journals (the victim's, cut short, included) pass."""
     c = FlushCluster(java_nodes, tmp_path, kinds, "udp")
     try:
-        for node in c.nodes:
-            c.connect(node)
-        c.wait_members(c.nodes, 4)
         n = 500
-        for t in [_send_async(node, n) for node in c.nodes]:
-            t.join(300)
+        c.start_sending(n)
         flusher = c.nodes[1]
         _start_flush(flusher)
         dead = c.nodes[victim]
-        time.sleep(1.5)                  # its journal writer has written its rows (a crash loses the last second)
-        if hasattr(dead, "kill"):
-            dead.kill()
-        else:
-            dead.halt()
+        c.crash(dead)
         if victim != 1:
             flusher.call("stop_flush", timeout=60)
         survivors = [x for x in c.nodes if x is not dead]
@@ -661,6 +708,42 @@ def test_kill_during_a_flush(spark, java_nodes, tmp_path, kinds, victim):
             t.join(300)
         counts = c.quiesce(survivors)
         assert all(v >= 3 * n + 3 * 300 for v in counts.values()), counts
+        for node in reversed(survivors):
+            node.call("disconnect", timeout=60)
+        _check_run(spark, c.run)
+    finally:
+        c.close()
+
+
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("kinds", ["JPJ", "PJP"])
+def test_suspend_but_fail_then_the_flush_coordinator_crashes(spark, java_nodes, tmp_path, kinds):
+    """2.12's FlushTest.testFlushWithCrashedFlushCoordinator in a mixed cluster: the second member (jgpy, or
+    Java) sends SUSPEND_BUT_FAIL (START_FLUSH to the view, no wait, never ended) and is killed while everybody
+    is blocked in its flush. The cluster does not hang: the survivors install a view of two, are unblocked and
+    multicast again, and their journals pass."""
+    c = FlushCluster(java_nodes, tmp_path, kinds, "udp")
+    try:
+        n = 300
+        c.start_sending(n)
+        c.quiesce(c.nodes)
+        for node in c.nodes:
+            node.drain_events()
+        flusher = c.nodes[1]
+        flusher.call("suspend_but_fail", timeout=30)
+        survivors = [c.nodes[0], c.nodes[2]]
+        deadline = time.monotonic() + 30
+        while not all("block" in [e.get("event") for e in node.drain_events()] for node in survivors):
+            assert time.monotonic() < deadline, "the survivors never saw block()"
+            time.sleep(0.1)
+        c.crash(flusher)
+        c.wait_members(survivors, 2, timeout=90)
+        for t in [_send_async(node, 200, start=n) for node in survivors]:
+            t.join(300)
+        counts = c.quiesce(survivors)
+        assert all(v == 3 * n + 2 * 200 for v in counts.values()), counts
         for node in reversed(survivors):
             node.call("disconnect", timeout=60)
         _check_run(spark, c.run)
@@ -710,6 +793,39 @@ def test_concurrent_flushes_from_java_and_jgpy_members(spark, java_nodes, tmp_pa
         c.close()
 
 
+def _merge_config(tmp_path) -> tuple[str, dict]:
+    """flush-udp.xml with DISCARD (for partitions) and shorter failure detection and merge intervals, on a
+    private group: (config path, system properties)."""
+    from jgpy.testing.java import udp_props, unique_group
+    cfg = (load_config("flush-udp.xml").insert("DISCARD", {}, after="UDP")
+           .with_properties("MERGE2", min_interval="3000", max_interval="6000")
+           .with_properties("FD_ALL", interval="1000", timeout="5000")
+           .with_properties("VERIFY_SUSPECT", timeout="1000"))
+    path = tmp_path / "flush-merge.xml"
+    path.write_text(cfg.to_xml())
+    return str(path), udp_props(*unique_group())
+
+
+def _agree(group, timeout: float) -> bool:
+    """True once every node of ``group`` has the same view, of exactly ``group``."""
+    want = sorted(n.name for n in group)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        views = [n.call("view") for n in group]
+        if all(sorted(v["names"] or ()) == want for v in views) and len({str(v["view_id"]) for v in views}) == 1:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _partition(nodes, halves) -> None:
+    """Each node of each half drops everything from the nodes of the other halves (DISCARD)."""
+    for half in halves:
+        others = [n.name for n in nodes if n not in half]
+        for n in half:
+            n.call("discard", ignore=others, keep=True)
+
+
 @pytest.mark.interop
 @pytest.mark.processes
 @pytest.mark.slow
@@ -722,14 +838,9 @@ def test_partition_and_merge_with_flush(java_nodes, tmp_path, kinds):
     every member is unblocked and gets everybody's multicasts."""
     import uuid
 
-    from jgpy.testing.java import PyNode, udp_props, unique_group
-    cfg = (load_config("flush-udp.xml").insert("DISCARD", {}, after="UDP")
-           .with_properties("MERGE2", min_interval="3000", max_interval="6000")
-           .with_properties("FD_ALL", interval="1000", timeout="5000")
-           .with_properties("VERIFY_SUSPECT", timeout="1000"))
-    path = tmp_path / "flush-merge.xml"
-    path.write_text(cfg.to_xml())
-    props, cluster = udp_props(*unique_group()), f"fmerge-{uuid.uuid4().hex[:8]}"
+    from jgpy.testing.java import PyNode
+    path, props = _merge_config(tmp_path)
+    cluster = f"fmerge-{uuid.uuid4().hex[:8]}"
     nodes, py = [], []
     try:
         for i, k in enumerate(kinds):
@@ -737,32 +848,18 @@ def test_partition_and_merge_with_flush(java_nodes, tmp_path, kinds):
             if k != "J":
                 py.append(node)
             nodes.append(node)
-            node.call("connect", timeout=120, config=str(path), cluster=cluster, name=node.name, props=props,
+            node.call("connect", timeout=120, config=path, cluster=cluster, name=node.name, props=props,
                       receive="count", blocks=True)
-
-        def agree(group, timeout):
-            want = sorted(n.name for n in group)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                views = [n.call("view") for n in group]
-                if all(sorted(v["names"] or ()) == want for v in views) and \
-                        len({str(v["view_id"]) for v in views}) == 1:
-                    return True
-                time.sleep(0.2)
-            return False
-        assert agree(nodes, 60)
+        assert _agree(nodes, 60)
         halves = [nodes[:2], nodes[2:]]
+        _partition(nodes, halves)
         for half in halves:
-            others = [n.name for n in nodes if n not in half]
-            for n in half:
-                n.call("discard", ignore=others, keep=True)
-        for half in halves:
-            assert agree(half, 60), [n.call("view")["names"] for n in nodes]
+            assert _agree(half, 60), [n.call("view")["names"] for n in nodes]
         for n in nodes:
             n.call("discard", ignore=[])
-        assert agree(nodes, 120), [n.call("view")["names"] for n in nodes]
+        assert _agree(nodes, 120), [n.call("view")["names"] for n in nodes]
         time.sleep(8)                              # a redundant merge round (2.12 coordinators) comes and goes
-        assert agree(nodes, 60)
+        assert _agree(nodes, 60)
         for n in nodes:
             n.call("reset_stats")
         for t in [_send_async(n, 200) for n in nodes]:
@@ -777,3 +874,58 @@ def test_partition_and_merge_with_flush(java_nodes, tmp_path, kinds):
     finally:
         for n in py:
             n.close()
+
+
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("kinds", ["JPPJ", "PJJP"])
+def test_partition_and_merge_under_traffic_journals_checked(spark, java_nodes, tmp_path, kinds):
+    """flush-udp.xml with DISCARD: every member multicasts all along while the cluster splits into two halves,
+    each with a Java and a jgpy member (so the merge has a Java and a jgpy subgroup coordinator, and either may
+    lead it), and merges again. The journals pass the checker, same-view delivery (an error with FLUSH)
+    included; after the merge everybody gets everybody's multicasts."""
+    c = FlushCluster(java_nodes, tmp_path, kinds, partitions=True)
+    try:
+        nodes = c.nodes
+        for node in nodes:
+            c.connect(node)
+        assert _agree(nodes, 60)
+        stop = threading.Event()
+        sent = {n.name: 0 for n in nodes}
+
+        def traffic(node) -> None:                 # batches of 50 numbered multicasts, 20 ms apart
+            while not stop.is_set():
+                node.send(payload=node.name.encode(), count=50, numbered=True, start=sent[node.name], timeout=300)
+                sent[node.name] += 50
+                stop.wait(0.02)
+        senders = [threading.Thread(target=traffic, args=(n,), daemon=True) for n in nodes]
+        for t in senders:
+            t.start()
+        time.sleep(2)
+        halves = [nodes[:2], nodes[2:]]
+        _partition(nodes, halves)
+        for half in halves:
+            assert _agree(half, 60), [n.call("view")["names"] for n in nodes]
+        time.sleep(2)
+        for n in nodes:
+            n.call("discard", ignore=[])
+        assert _agree(nodes, 120), [n.call("view")["names"] for n in nodes]
+        time.sleep(8)                              # a redundant merge round (2.12 coordinators) comes and goes
+        assert _agree(nodes, 60)
+        stop.set()
+        for t in senders:
+            t.join(300)
+        assert not any(t.is_alive() for t in senders)
+        before = c.quiesce(nodes)
+        for t in [_send_async(n, 100, start=sent[n.name]) for n in nodes]:    # after the merge: everybody's
+            t.join(120)
+        after = c.quiesce(nodes)
+        assert all(after[n.name] - before[n.name] == 100 * len(nodes) for n in nodes), (before, after)
+        for n in reversed(nodes):
+            n.call("disconnect", timeout=60)
+        res = _check_run(spark, c.run)
+        assert res.stats["numbered_deliveries"] > 0
+    finally:
+        c.close()

@@ -31,6 +31,7 @@ import uuid
 import pytest
 
 from jgpy._core.address import IpAddress
+from jgpy.protocols.total import MAX_EARLY_REPORTS
 from jgpy.testing import hostile
 from jgpy.testing.cluster import check_fifo, make_member, stock, wait_all
 from jgpy.testing.java import private_tcp, udp_props, unique_group
@@ -46,21 +47,24 @@ STRANGER_IP = hostile.STRANGER_IP
 
 
 class Scene:
-    """``T`` (jgpy, own process) and ``L`` (legitimate, jgpy or Java) in a cluster of their own."""
+    """``T`` (jgpy, own process) and ``L`` (legitimate, jgpy or Java) in a cluster of their own; T joins first
+    (it is the coordinator) unless ``target_first`` is False."""
 
-    def __init__(self, config, props: dict, legit_kind: str = "p", extra_members: int = 0):
+    def __init__(self, config, props: dict, legit_kind: str = "p", extra_members: int = 0,
+                 target_first: bool = True):
         self.cluster = f"hostile-{uuid.uuid4().hex[:8]}"
         self.config, self.props = config, props
         self.target = make_member("p", "T", config, props)
         self.legit = make_member(legit_kind, "L", config, props)
         self.members = [self.target, self.legit]
+        self.names = ["T", "L"] if target_first else ["L", "T"]
         self.sent_mcast = self.sent_ucast = 0
-        self.target.connect(self.cluster)
+        for m in self.members if target_first else reversed(self.members):
+            m.connect(self.cluster)                     # returns once joined: the first one is the coordinator
         self.t_addr = from_json(self.target.node.address)
         phys = from_json(self.target.node.physical)
         self.target_physical = (phys.host, phys.port)
-        self.legit.connect(self.cluster)
-        assert wait_all(lambda: all(m.view_names() == ["T", "L"] for m in self.members), 30), \
+        assert wait_all(lambda: all(m.view_names() == self.names for m in self.members), 30), \
             [m.view_names() for m in self.members]
         self.l_addr = from_json(self.legit.node.address)
 
@@ -88,7 +92,7 @@ class Scene:
         grown = self.rss() - baseline_rss
         figures(f"{what}: T's RSS growth", grown / 2 ** 20, "MB")
         assert grown < RSS_BOUND, f"{what}: T's RSS grew by {grown / 2 ** 20:.1f} MB (bound {RSS_BOUND >> 20} MB)"
-        assert self.target.view_names() == ["T", "L"], self.target.view_names()
+        assert self.target.view_names() == self.names, self.target.view_names()
         return self.target.node.call("dump_stats")["stats"]
 
     def _wait_delivery(self, timeout: float) -> bool:
@@ -229,6 +233,48 @@ def test_tcp_connections(tcp_scene, figures):
             sock.close()
     s.legit_round(50)
     s.assert_survived(base, figures, "TCP connections")
+
+
+@pytest.fixture(params=["sequencer", "member"])
+def total_scene(request):
+    """total-udp.xml (jgpy only): T is the sequencer (it joined first) or a member of L's sequence."""
+    addr, port = unique_group()
+    scene = Scene(stock("total-udp.xml"), udp_props(addr, port), "p", target_first=request.param == "sequencer")
+    try:
+        yield scene
+    finally:
+        scene.close()
+
+
+def test_total_headers(total_scene, figures):
+    """TOTAL's receive path: TOTAL messages of every type from strangers (raw, and through a UNICAST connection
+    of their own), in the name of L (the sequencer, or a member of T's sequence) without the NAKACK or UNICAST
+    header every real one carries, with absurd numbers (a REQUEST numbered 2^62, BCASTs at the next numbers and
+    far beyond, a STABLE claiming 2^62 assigned, a NEW_VIEW starting T at 2^62, a RESEND of everything), and
+    malformed TOTAL headers in LISTs. L's multicasts (in TOTAL's order) and unicasts still arrive complete and in
+    order, nothing forged is delivered, and what was dropped is counted."""
+    s = total_scene
+    s.legit_round(100)
+    assert s._wait_delivery(30)
+    base = s.rss()
+    vid = s.target.view_id()[1]
+    f = hostile.Forger(s.cluster)
+    attacks = list(hostile.total_attacks(f, random.Random(6), s.t_addr, s.l_addr, vid))
+    sent: dict[str, int] = {}
+    for i in range(0, len(attacks), 150):
+        for k, v in hostile.send_datagrams(attacks[i:i + 150], s.target_physical).items():
+            sent[k] = sent.get(k, 0) + v
+        s.legit_round(10)
+    s.legit_round(150)                               # past the numbers the forged BCASTs claimed
+    stats = s.assert_survived(base, figures, f"TOTAL ({'T' if s.names[0] == 'T' else 'L'} the sequencer)")
+    figures("TOTAL: attack datagrams", sum(sent.values()))
+    assert s.target.received.other == 0, "a forged TOTAL message was delivered"
+    tot, tp = stats["TOTAL"], stats["UDP"]
+    assert tot["dropped_non_member"] > 0 and tot["dropped_unreliable"] > 0, tot
+    # a broken TOTAL header: its datagram (2.12 headers have no length); a misfiled one: its message
+    assert tp["dropped_malformed"] > 0 and tp["dropped_malformed_msgs"] > 0, tp
+    assert tp["up_errors"] == 0 and tot["malformed"] == 0, (tp, tot)
+    assert tot["held"] == 0 and tot["early_reports"] <= MAX_EARLY_REPORTS, tot
 
 
 def _join_and_leave(s: Scene, name: str, figures, what: str, bound: float = 20.0) -> None:

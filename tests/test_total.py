@@ -411,6 +411,40 @@ def test_strangers_and_absurd_numbers_are_counted_and_dropped(cluster):
     assert [p for _, p in c.delivered(1)] == [f"0:{k}" for k in range(5)] + [f"1:{k}" for k in range(3)]
 
 
+def test_a_total_message_that_skipped_the_reliable_layers_is_dropped(cluster):
+    """With pbcast.NAKACK and UNICAST below (as in total-udp.xml), every real TOTAL multicast carries NAKACK's
+    header and every unicast UNICAST's; one without (Java's protocols pass such a message up untouched) could
+    claim any sender and number: a spoofed sequencer's BCAST at the next number, a member's REQUEST numbered
+    2^62 after which its real ones would look like duplicates. Counted and dropped, nothing kept."""
+    from jgpy._core.headers import NakAckHeader, UnicastHeader
+    c = cluster(2)
+    A, B = c.addrs
+    c.view([A, B])
+    _ready(c, (0, 1))
+    nakack_id, unicast_id = 15, 12
+    for st in c.stacks:                      # what start() finds in a stack with NAKACK and UNICAST below
+        st.prot._reliable_ids = (nakack_id, unicast_id)
+    a, b = c.stacks
+    b.tp.inject([_from(A, H(H.BCAST, c.vid, 1, req_id=1, sender=A)),                  # the next number
+                 _from(A, H(H.STABLE, c.vid, 1 << 61, high=1 << 61)),
+                 _from(A, H(H.RESEND, c.vid, 1, high=1 << 61), dest=B)])
+    a.tp.inject([_from(B, H(H.REQUEST, c.vid, req_id=1 << 62), dest=A)])
+    for st, n in ((b, 3), (a, 1)):
+        d = st.prot.dump_stats()
+        assert d["dropped_unreliable"] == n and d["held"] == 0 and d["requests_received"] == 0, d
+    assert b.top.messages == [] and b.prot.tail == 0 and a.prot.last_req.get(B, 0) == 0
+    # the same with the reliable layer's header: handled (B's REQUEST is sequenced, the BCAST comes back)
+    req = _from(B, H(H.REQUEST, c.vid, req_id=1), dest=A, payload=b"1:0")
+    req.put_header(unicast_id, UnicastHeader(UnicastHeader.DATA, 1, 1, True))
+    a.tp.inject([req])
+    assert a.prot.dump_stats()["requests_received"] == 1 and a.prot.last_req[B] == 1
+    bc = _from(A, H(H.BCAST, c.vid, a.prot.next_seqno - 1, req_id=1, sender=B))
+    bc.put_header(nakack_id, NakAckHeader(NakAckHeader.MSG, 1))
+    b.tp.inject([bc])
+    assert b.prot.dump_stats()["dropped_unreliable"] == 3
+    wait_until(lambda: b.top.messages, msg="the BCAST with NAKACK's header delivered")
+
+
 def test_a_failing_message_is_dropped_alone(cluster, monkeypatch):
     c = cluster(2)
     A, B = c.addrs

@@ -26,7 +26,9 @@ Findings:
    unicast whose sender and destination parted so), ``duplicate_id`` (a number sent twice in a stream);
    same-view delivery: ``other_view`` (a required multicast delivered in another view than its send view),
    ``lost_at_view_change`` (a required multicast never delivered, or a hole, where member and sender parted
-   soon after) -- errors with FLUSH in the stack, warnings without;
+   soon after) -- errors with FLUSH in the stack, warnings without; with FLUSH, what a partition kept from
+   the other side (each installed a view without the other) was not owed (virtual synchrony binds the members
+   that go on together), counted in ``stats["not_owed_across_partition"]``;
 2. fifo: ``reorder`` (a regular, non-OOB message delivered after a higher-numbered one of its stream);
 3. total_order (SEQUENCER/TOTAL in a stack, or forced): ``inversion`` of two multicasts between two members;
 4. views: ``disagreeing_view`` (one view id, different member lists; a member written as its UUID, its name
@@ -437,14 +439,15 @@ class Checker:
         counted in ``stats["holes_not_owed"]``); one sent in a view it installed, followed by a delivered number
         of a later view, where member and sender parted in between (:meth:`_parted`), is a
         same-view finding (``lost_at_view_change``: without FLUSH, what is in flight when a view changes may be
-        lost); any other missing number (one a later number of its own send view was delivered after, unless
+        lost), unless with FLUSH a partition parted them (:meth:`_partitioned`: not owed, counted in
+        ``stats["not_owed_across_partition"]``); any other missing number (one a later number of its own send view was delivered after, unless
         the sender's next view left the member out right at the end of that range: :meth:`_sender_left_at_end`;
         one whose sender stayed in the member's views, one whose send view is unknown) is a gap. Rewrites each
         stream's gap fields accordingly; returns the lost-at-view-change count and examples."""
         by_stream: dict[tuple, list[SendRange]] = {}
         for r in self.ranges:
             by_stream.setdefault((r.sender, r.dest), []).append(r)
-        not_owed = at_change = 0
+        not_owed = at_change = across = 0
         at_change_ex: list[str] = []
         for s in rows:
             holes = s.pop("holes", None) or []
@@ -469,6 +472,8 @@ class Checker:
                     elif ((r.lo <= h["seq"] <= r.hi and not self._sender_left_at_end(m, r, h["ts_ns"]))
                           or not self._parted(m, r, h["idx"], h["ts_ns"])):
                         owed += b - a + 1           # a later number of the same view came, or both went on
+                    elif self._partitioned(m, r, h["idx"], h["ts_ns"]):
+                        across += b - a + 1
                     else:
                         at_change += b - a + 1
                         if len(at_change_ex) < self.opt.max_examples:
@@ -484,6 +489,7 @@ class Checker:
             s["n_gap"], s["missing"] = n_gap, missing
             s["x_gap"] = None if n_gap == 0 else first if first is not None else s["x_gap"]
         self.stats["holes_not_owed"] = not_owed
+        self.stats["not_owed_across_partition"] = across
         return at_change, at_change_ex
 
     def _stream_findings(self, rows: list[dict]) -> None:
@@ -518,6 +524,9 @@ class Checker:
                                                            f"(view {_vs(r.vc, r.vi)}), first {r.sender}:{lost[1]}")
                 continue
             required += r.n
+            if lost and r.dest is None and self._partitioned(m, r):
+                self.stats["not_owed_across_partition"] += lost[0]
+                continue
             if lost:
                 kind = "lost" if not self._parted(m, r) else ("lost_unicast" if r.dest is not None else "lost_at_view_change")
                 out[kind][0] += lost[0]
@@ -534,24 +543,40 @@ class Checker:
         self.stats["required_deliveries"] = required
         self.stats["self_deliveries_required"] = self_required
 
-    def _parted(self, member: str, r: SendRange, before_idx: int | None = None, before_ts: int | None = None) -> bool:
+    def _parted(self, member: str, r: SendRange, before_idx: int | None = None, before_ts: int | None = None,
+                both: bool = False) -> bool:
         """Did ``member`` and the sender of ``r`` part after ``r``'s send view, within ``loss_window_s`` of the
         sends (and, for a hole, before the member delivered the number after it: its event ``before_idx`` at
         ``before_ts``)? Parted: the member installed a view without the sender, or the sender one without the
-        member. Under a partition the next view may still list a sender that is already cut off (failure
-        detection takes seconds), and views disagree for a while; what was in flight went with the view change
-        (a unicast sender drops its connection to a member it leaves out, with what was not acked)."""
+        member (``both``: each one without the other, a partition, not a leave). Under a partition the next view
+        may still list a sender that is already cut off (failure detection takes seconds), and views disagree
+        for a while; what was in flight went with the view change (a unicast sender drops its connection to a
+        member it leaves out, with what was not acked)."""
         window = r.ts_hi + int(self.opt.loss_window_s * 1e9)
         skew = int(self.opt.view_skew_s * 1e9)
         limits = (window if before_ts is None else min(window, before_ts),                 # the member's views
                   window if before_ts is None else min(window, before_ts + skew))          # the sender's
+        sides = []
         for (who, other, stop_idx), limit in zip(((member, r.origin, before_idx), (r.origin, member, None)), limits):
+            left_out = False
             for v in self._views_after(who, r):
                 if (stop_idx is not None and v.idx > stop_idx) or v.ts_ns > limit:
                     break
                 if other not in v.members:
-                    return True
-        return False
+                    left_out = True
+                    break
+            if left_out and not both:
+                return True
+            sides.append(left_out)
+        return both and all(sides)
+
+    def _partitioned(self, member: str, r: SendRange, before_idx: int | None = None,
+                     before_ts: int | None = None) -> bool:
+        """With FLUSH: did a partition part ``member`` and the sender of ``r`` (each installed a view without the
+        other)? Virtual synchrony binds the members that go on together into the next view: what was sent in
+        ``r``'s view on the other side of the cut was not owed (as without FLUSH, the merge does not bring it
+        back). A sender that left cleanly installs no view without the member: its messages stay owed."""
+        return bool(self.flush) and self._parted(member, r, before_idx, before_ts, both=True)
 
     def _sender_left_at_end(self, member: str, r: SendRange, delivered_ts: int) -> bool:
         """Did the sender of ``r`` leave ``member`` out of the view after ``r``'s, recorded within

@@ -32,9 +32,16 @@ Where jgpy deviates (each closes a hole 2.12 has; nothing changes on the wire):
   message up). Each is counted and dropped alone;
 * duplicate detection: a seqno already seen above the next expected one is a duplicate (2.12's ``SeqnoTable``
   delivers it again); the first seqno seen from a sender starts its table (2.12 expects 0, so a member that
-  joined late keeps every later seqno of older members in a set for ever); the seqnos kept above the next
-  expected one are bounded (``delivery_table_max_size``; beyond it the oldest gap is given up); the table holds
-  members of the current and the previous view only.
+  joined late keeps every later seqno of older members in a set for ever); what was received above the next
+  expected seqno is kept as runs, whose number is bounded (``delivery_table_max_size``; beyond it the oldest
+  gap is given up: a few runs of thousands of seqnos, as a coordinator change makes, are kept whole, so a
+  late resend is still delivered); the table holds members of the current and the previous view only.
+
+A 2.12 member that becomes the coordinator while it is multicasting breaks its own FIFO order: it resends its
+forward table to itself as FORWARDs (through UNICAST's loopback, then wrapped), while its new multicasts go
+out at once as BCASTs, so everybody delivers its messages in the same (total) order but not in its send order.
+A jgpy member cannot repair that without leaving the total order: it delivers them as the sequencer ordered
+them. (A jgpy member taking over broadcasts its forward table before any new multicast.)
 
 What SEQUENCER without FLUSH cannot do, in 2.12 as here: a multicast of the old coordinator that some members
 missed (dropped by their socket) and that the coordinator did not retransmit before it crashed stays missing
@@ -44,6 +51,7 @@ at those members if its original sender had received it.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from typing import Any
 
 from jgpy._core.headers import SequencerHeader
@@ -68,47 +76,67 @@ DROP_COUNTERS = ("dropped_malformed", "dropped_forward_non_member", "dropped_for
 
 
 class SeqnoWindow:
-    """The seqnos delivered from one original sender: every seqno below ``next``, plus ``above`` (2.12's
-    ``SeqnoTable.Entry``). At most ``limit`` seqnos are kept above ``next``; beyond that the oldest gap is
-    given up (its seqnos count as delivered)."""
+    """The seqnos delivered from one original sender: every seqno below ``next``, plus the runs of seqnos above
+    it (2.12's ``SeqnoTable.Entry`` keeps a set of seqnos; jgpy keeps runs ``[lo, hi]``, sorted and apart, so
+    memory follows the gaps, not the number of seqnos above one). At most ``limit`` runs are kept; beyond that
+    the oldest gap is given up (its seqnos count as delivered)."""
 
-    __slots__ = ("next", "above")
+    __slots__ = ("next", "los", "his")
 
     def __init__(self, first: int) -> None:
         self.next = first + 1
-        self.above: set[int] = set()
+        self.los: list[int] = []               # run starts, ascending; every run is above next + 1
+        self.his: list[int] = []               # run ends; his[i] + 1 < los[i + 1]
+
+    @property
+    def above(self) -> int:
+        """The number of seqnos kept above ``next``."""
+        return sum(h - lo + 1 for lo, h in zip(self.los, self.his))
 
     def add(self, seqno: int, limit: int) -> tuple[bool, bool]:
         """``(deliver, gave_up_a_gap)`` for ``seqno``."""
+        los, his = self.los, self.his
         if seqno == self.next:
             self.next += 1
-            self._drain()
+            if los and los[0] == self.next:
+                self.next = his[0] + 1
+                del los[0], his[0]
             return True, False
-        if seqno < self.next or seqno in self.above:
+        if seqno < self.next:
             return False, False
-        self.above.add(seqno)
-        if len(self.above) <= limit:
+        i = bisect_right(los, seqno)           # runs[:i] start at or below seqno
+        if i and seqno <= his[i - 1]:
+            return False, False
+        joins_left = i > 0 and his[i - 1] + 1 == seqno
+        joins_right = i < len(los) and los[i] == seqno + 1
+        if joins_left and joins_right:
+            his[i - 1] = his[i]
+            del los[i], his[i]
+        elif joins_left:
+            his[i - 1] = seqno
+        elif joins_right:
+            los[i] = seqno
+        else:
+            los.insert(i, seqno)
+            his.insert(i, seqno)
+        if len(los) <= limit:
             return True, False
-        self.next = min(self.above)
-        self._drain()
+        self.next = his[0] + 1
+        del los[0], his[0]
         return True, True
 
-    def _drain(self) -> None:
-        above = self.above
-        while above and self.next in above:
-            above.remove(self.next)
-            self.next += 1
-
     def __repr__(self) -> str:
-        return f"{self.next}" + (f" +{len(self.above)}" if self.above else "")
+        return f"{self.next}" + "".join(f" +{lo}..{h}" for lo, h in zip(self.los[:3], self.his[:3])) + \
+            (f" (+{len(self.los) - 3} runs)" if len(self.los) > 3 else "")
 
 
 class SEQUENCER(Protocol):
     NAME = "SEQUENCER"
 
     delivery_table_max_size = Property(
-        to_int, 2000, "jgpy (named as JGroups 3's property): seqnos received above the next expected one that are "
-        "kept per original sender for duplicate detection; beyond that the oldest gap is given up")
+        to_int, 2000, "jgpy (named as JGroups 3's property): runs of seqnos (told apart by gaps) received above "
+        "the next expected one that are kept per original sender for duplicate detection; beyond that the oldest "
+        "gap is given up")
     max_pending_forwards = Property(
         to_int, 10000, "jgpy: FORWARDs from members received while not (yet) the coordinator that are kept, and "
         "broadcast if a view or a SUSPECT makes this member the coordinator (2.12 drops them); 0: drop them")

@@ -46,9 +46,12 @@ The view goes up to the application at once, so messages of the old sequence it 
 are delivered in the new view (without FLUSH below, the checker reports that as a same-view warning). The state
 transfer protocols know nothing of TOTAL's numbers.
 
-Hostile input: TOTAL messages from non-members are counted and dropped; a BCAST counts only from the
-current sequencer and within ``max_window``; RESEND answers are bounded; reports of views not yet installed
-are kept for at most ``MAX_EARLY_REPORTS`` senders.
+Hostile input: TOTAL messages from non-members are counted and dropped, and so is one that did not come through
+NAKACK (a multicast) or UNICAST (a unicast) when the stack has them: every real TOTAL message does, and one
+without their header, which Java's protocols pass up untouched, could claim any sender and any number (a
+spoofed sequencer's BCAST at the next number, a member's REQUEST numbered 2^62 that would make its real ones
+look like duplicates); a BCAST counts only from the current sequencer and within ``max_window``; RESEND answers
+are bounded; reports of views not yet installed are kept for at most ``MAX_EARLY_REPORTS`` senders.
 """
 
 from __future__ import annotations
@@ -123,10 +126,11 @@ class TOTAL(Protocol):
             "dropped_window", "dropped_non_member", "dropped_bad_type", "duplicate_requests", "resends_sent",
             "resends_received", "xmits_sent", "xmits_received", "acks_sent", "stable_sent", "views",
             "new_views_sent", "new_views_received", "reports_sent", "restarted_fresh", "early_reports_dropped",
-            "duplicates_skipped"), 0)
+            "duplicates_skipped", "dropped_unreliable"), 0)
         self._rl = RateLimitedLog(self.log)
         self._guard = MessageGuard(self, "a TOTAL message", self._rl)
         self._lower_ids: tuple = ()
+        self._reliable_ids = (0, 0)              # NAKACK's and UNICAST's ids below us (0: not in the stack)
         self._task = None
 
     def _reset(self) -> None:
@@ -184,6 +188,8 @@ class TOTAL(Protocol):
         prots = list(getattr(self.stack, "protocols", ()))
         below = prots[:prots.index(self)] if self in prots else []
         self._lower_ids = tuple(p.id for p in below if p.id)
+        ids = {p.NAME: p.id for p in below}
+        self._reliable_ids = (ids.get("pbcast.NAKACK", 0), ids.get("UNICAST", 0))
         self._task = self.timer.schedule_with_fixed_delay(self.resend_timeout, self.resend_timeout, self._tick,
                                                           "TOTAL retransmission")
 
@@ -311,6 +317,12 @@ class TOTAL(Protocol):
         hdr = msg.get_header(self.id)
         t = hdr.type
         src = msg.src
+        rel = self._reliable_ids[0 if msg.dest is None else 1]
+        if rel and not msg.has_header(rel):
+            self.counters["dropped_unreliable"] += 1
+            self._rl.warning("unreliable", "%s: dropped a TOTAL message from %s that did not come through %s",
+                             self.local_addr, src, "NAKACK" if msg.dest is None else "UNICAST")
+            return
         if t == NEW_VIEW_ACK:                    # a joiner's report may come before we have its view
             self._on_report(src, hdr, out)
             return
@@ -474,7 +486,17 @@ class TOTAL(Protocol):
             self._to_deliver += run
 
     def _drain(self) -> None:
-        """Deliver the delivery list, one thread at a time, in order."""
+        """Deliver the delivery list, one thread at a time, in order, on the stack's delivery thread: a TOTAL
+        message can come up on a receive thread too (one without NAKACK's or UNICAST's header, which they pass
+        up at once), and what the top hands to the application from there is queued behind the delivery
+        thread's current task, which would deliver later numbers first."""
+        ex = self.stack.delivery if self.stack is not None else None
+        if ex is not None and not ex.in_thread():
+            with self._deliver_lock:
+                if not self._to_deliver:
+                    return
+            ex.submit(self._drain)
+            return
         with self._deliver_lock:
             if self._delivering or not self._to_deliver:
                 return

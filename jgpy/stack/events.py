@@ -45,6 +45,8 @@ class EventType:
     # ---- pbcast.FLUSH ----
     SUSPEND = "SUSPEND"                            # arg: participants (list) or None; returns True once flushed
     RESUME = "RESUME"                              # arg: members to send STOP_FLUSH to, or None (everybody)
+    SUSPEND_BUT_FAIL = "SUSPEND_BUT_FAIL"          # down, no arg: START_FLUSH to the view and return at once (2.12:
+    #                                                for testing a flush whose coordinator crashes mid-flush)
     REBROADCAST = "REBROADCAST"                    # down to NAKACK, arg: Digest (fetch what it says others have)
     # ---- state transfer (pbcast.STATE_TRANSFER, pbcast.STREAMING_STATE_TRANSFER, the channel) ----
     GET_APPLSTATE = "GET_APPLSTATE"                # up, arg: StateTransferInfo(state_id); returns StateTransferInfo(state)

@@ -28,6 +28,9 @@ ID_FRAG, ID_FRAG2, ID_PING, ID_UNICAST, ID_GMS, ID_NAKACK, ID_STABLE = 4, 5, 6, 
 ID_FD_SOCK, ID_FD_ALL, ID_VERIFY, ID_MFC, ID_UFC, ID_MERGE2 = 3, 29, 13, 44, 45, 0
 MAGIC = {"Frag": 7, "Ping": 13, "Unicast": 21, "Verify": 22, "Gms": 24, "NakAck": 25, "Stable": 27,
          "Fc": 54, "Tp": 56, "Heartbeat": 61, "FdSock": 6}
+# jgpy's own TOTAL (docs/ARCHITECTURE.md: id and magic above what 2.12 uses) and its header types
+ID_TOTAL, MAGIC_TOTAL = 513, 1025
+T_BCAST, T_REQUEST, T_NEW_VIEW, T_NEW_VIEW_ACK, T_CUM_SEQ_ACK, T_RESEND, T_STABLE = 1, 2, 3, 4, 5, 7, 8
 
 TP_LIST, TP_MULTICAST = 0x01, 0x02
 MAX_DATAGRAM = 65000
@@ -172,6 +175,89 @@ def digest_body(count_claimed: int, entries: list[tuple]) -> bytes:
     for a, low, hd, hr in entries:
         out += address(a) + struct.pack(">qqq", low, hd, hr)
     return out
+
+
+def view_id(coord, id_: int) -> bytes:
+    """``Util.writeStreamable(ViewId)``: present, the coordinator's address, the id."""
+    return b"\x01" + address(coord) + struct.pack(">q", id_)
+
+
+def total(type_: int, vid: int, seqno: int = 0, high: int = 0, req_id: int = 0, sender=None, epoch: bytes = b"",
+          prev_epoch: bytes = b"", starts: list[tuple] | None = None, starts_count: int | None = None) -> Hdr:
+    """A TOTAL header (fields only where its type carries them, in wire order); ``epoch``/``prev_epoch``: bytes
+    of :func:`view_id` (empty: absent); ``starts_count`` overrides the count written before ``starts``."""
+    body = struct.pack(">bq", type_, vid)
+    if type_ in (T_BCAST, T_NEW_VIEW, T_NEW_VIEW_ACK, T_CUM_SEQ_ACK, 6, T_RESEND, T_STABLE):
+        body += struct.pack(">q", seqno)
+    if type_ in (T_RESEND, T_NEW_VIEW_ACK, T_STABLE):
+        body += struct.pack(">q", high)
+    if type_ in (T_REQUEST, T_BCAST):
+        body += struct.pack(">q", req_id)
+    if type_ == T_BCAST:
+        body += address(sender)
+    if type_ in (T_NEW_VIEW, T_NEW_VIEW_ACK):
+        body += epoch or b"\x00"
+    if type_ == T_NEW_VIEW_ACK:
+        body += prev_epoch or b"\x00"
+    if type_ == T_NEW_VIEW:
+        entries = starts or []
+        body += struct.pack(">h", len(entries) if starts_count is None else starts_count)
+        for a, first in entries:
+            body += address(a) + struct.pack(">q", first)
+    return Hdr(ID_TOTAL, MAGIC_TOTAL, body)
+
+
+def total_attacks(f: Forger, rnd: random.Random, target, member, vid: int) -> Iterator[tuple[str, bytes]]:
+    """TOTAL messages against ``target`` (logical address): from strangers (raw, and through a UNICAST
+    connection of their own), in the name of ``member`` (the sequencer, or a member of the sequencer ``target``)
+    without the NAKACK/UNICAST header every real TOTAL message carries, with absurd numbers; and malformed
+    TOTAL headers between well-formed messages in one LIST. ``vid``: the current view id (the epoch)."""
+    big, ep = 1 << 62, view_id(member, vid)
+    absurd_hdrs = [("req", True, total(T_REQUEST, vid, req_id=big)),
+                   ("bcast-next", False, None),        # BCASTs at the next numbers: filled in below
+                   ("bcast-far", False, total(T_BCAST, vid, seqno=big, req_id=1, sender=member)),
+                   ("bcast-negative", False, total(T_BCAST, vid, seqno=-big, req_id=1, sender=member)),
+                   ("xmit", True, total(T_BCAST, vid, seqno=3, req_id=big, sender=member)),
+                   ("stable", False, total(T_STABLE, vid, seqno=big, high=big)),
+                   ("stable-negative", False, total(T_STABLE, vid, seqno=-big, high=-big)),
+                   ("ack", True, total(T_CUM_SEQ_ACK, vid, seqno=big)),
+                   ("resend", True, total(T_RESEND, vid, seqno=-big, high=big)),
+                   ("new-view", False, total(T_NEW_VIEW, vid, seqno=big, epoch=ep, starts=[(target, big)])),
+                   ("new-view-ack", True, total(T_NEW_VIEW_ACK, vid + 1, seqno=big, high=big, epoch=ep,
+                                                prev_epoch=ep)),
+                   ("unknown-type", True, Hdr(ID_TOTAL, MAGIC_TOTAL, struct.pack(">bq", 99, vid)))]
+    for name, unicast, h in absurd_hdrs:
+        hdrs = [h] if h is not None else \
+            [total(T_BCAST, vid, seqno=k, req_id=10_000 + k, sender=member) for k in range(1, 400)]
+        for one in hdrs:
+            dest = target if unicast else None
+            src = stranger(rnd)
+            yield "total-stranger-" + name, f.dgram(src, [one], dest, b"total-stranger")
+            if unicast:
+                yield "total-stranger-unicast-conn-" + name, \
+                    f.dgram(src, [unicast_data(1, 5, True), one], dest, b"total-stranger")
+            yield "total-spoofed-" + name, f.dgram(member, [one], dest, b"total-spoofed")
+    # malformed TOTAL headers, each between two well-formed messages of a LIST (with NAKACK headers: a stranger's
+    # message without one would go up to the application, as in 2.12). 2.12 headers carry no length: a broken
+    # one makes the rest of its datagram unreadable, so the whole datagram is dropped, as Java does
+    src = stranger(rnd)
+    bad = [total(T_BCAST, vid, seqno=1, req_id=1, sender=member).body[:12],               # truncated
+           total(T_NEW_VIEW, vid, seqno=1, epoch=ep, starts=[(target, 1)], starts_count=32767).body,
+           total(T_NEW_VIEW, vid, seqno=1, epoch=ep, starts=[(target, 1)], starts_count=-7).body,
+           total(T_NEW_VIEW_ACK, vid, seqno=1, high=1, epoch=b"\x01\x07").body]        # bad address type
+    for k, body in enumerate(bad):
+        entries = [f.msg(None, [nakack_msg(k)], None, b"before", 0, True),
+                   f.msg(None, [Hdr(ID_TOTAL, MAGIC_TOTAL, body)], None, b"bad", 0, True),
+                   f.msg(None, [nakack_msg(k + 2)], None, b"after", 0, True)]
+        yield "total-malformed", bundle(src, entries, True)
+        yield "total-malformed", f.dgram(member, [Hdr(ID_TOTAL, MAGIC_TOTAL, body)], None, b"alone")
+    # a TOTAL header under NAKACK's id, and NAKACK's under TOTAL's: that message alone is dropped, also in a LIST
+    for k, h in enumerate((Hdr(ID_NAKACK, MAGIC_TOTAL, total(T_STABLE, vid, 1, 1).body),
+                           Hdr(ID_TOTAL, MAGIC["NakAck"], nakack_msg(1).body))):
+        yield "total-wrong-protocol-id", f.dgram(src, [h])
+        entries = [f.msg(None, [nakack_msg(k)], None, b"before", 0, True), f.msg(None, [h], None, b"bad", 0, True),
+                   f.msg(None, [nakack_msg(k + 2)], None, b"after", 0, True)]
+        yield "total-wrong-protocol-id", bundle(src, entries, True)
 
 
 # ---- datagram attacks ----------------------------------------------------------------------------------

@@ -182,6 +182,11 @@ class Node:
         ch.stop_flush(members)
         return {"seconds": time.perf_counter() - t0}
 
+    def cmd_suspend_but_fail(self, c: dict) -> dict:
+        from jgpy.stack.events import Event, EventType
+        self._require().stack.down(Event(EventType.SUSPEND_BUT_FAIL))
+        return {}
+
     def cmd_send(self, c: dict) -> dict:
         from jgpy import Message
         from jgpy.testing.javajson import from_json as fj

@@ -18,8 +18,10 @@ that what was sent in view V is delivered in V everywhere (virtual synchrony; se
    subset): participants unblock and call the application's ``unblock()``.
 
 A crashed participant is left out; if the flush coordinator crashes, the next participant in the list sends
-STOP_FLUSH for it; a view whose coordinator left ends a flush everywhere. A member starts blocked (as 2.12):
-its first view as a singleton, or the STOP_FLUSH of the flush around its join, unblocks it.
+STOP_FLUSH for it; a view whose coordinator left ends a flush everywhere. SUSPEND_BUT_FAIL (an event down, as
+2.12's, for testing exactly that) starts a flush of the view and returns at once, never ending it. A member
+starts blocked (as 2.12): its first view as a singleton, or the STOP_FLUSH of the flush around its join,
+unblocks it.
 
 Threads: START_FLUSH and STOP_FLUSH are regular multicasts, so they are handled on the delivery thread, in order
 with the messages; ``block()`` runs there before FLUSH_COMPLETED is sent, as in Java. Work that waits
@@ -205,15 +207,9 @@ class FLUSH(Protocol):
 
     def start_flush(self, participants: Iterable | None = None) -> bool:
         """Flush ``participants`` (None: the whole view); True once all completed (2.12's ``startFlush``)."""
-        with self._flags:
-            busy = self._in_progress
-        if busy:
+        sent_to = self._begin_flush(participants)
+        if sent_to is None:
             return False
-        self._flush_promise.reset()
-        with self._shared:
-            wanted = list(self._members) if participants is None else list(participants)
-        self.counters["flushes_started"] += 1
-        sent_to = self._on_suspend(wanted)
         result = self._flush_promise.get(self.start_flush_timeout)
         if result is None:
             self.log.debug("%s: timed out waiting for flush responses after %d ms: rejecting the flush to %s",
@@ -570,7 +566,29 @@ class FLUSH(Protocol):
         if t == EventType.RESUME:
             self._on_resume(evt.arg)
             return None
+        if t == EventType.SUSPEND_BUT_FAIL:
+            self.suspend_but_fail()
         return self.down_prot.down(evt)
+
+    def suspend_but_fail(self) -> None:
+        """2.12's SUSPEND_BUT_FAIL (used by its FlushTest to crash a flush coordinator mid-flush): unless a flush
+        is in progress here, START_FLUSH goes to every member of the view and this returns at once, neither
+        waiting for the answers nor ever ending the flush. The members stay blocked until the flush is ended
+        for us: our crash makes the next participant send STOP_FLUSH (``_on_suspect``) and the view without us
+        ends it everywhere."""
+        self._begin_flush(None)
+
+    def _begin_flush(self, participants: Iterable | None) -> list | None:
+        """START_FLUSH to ``participants`` (None: the view) unless a flush is in progress here (then None)."""
+        with self._flags:
+            busy = self._in_progress
+        if busy:
+            return None
+        self._flush_promise.reset()
+        with self._shared:
+            wanted = list(self._members) if participants is None else list(participants)
+        self.counters["flushes_started"] += 1
+        return self._on_suspend(wanted)
 
     def _handle_connect(self, evt: Event) -> Any:
         """BLOCK up first; the join's flush (or our first view) unblocks us. Connecting with a state transfer

@@ -216,6 +216,10 @@ public final class JgpyNode {
                 if(mbrs == null) ch.stopFlush(); else ch.stopFlush(mbrs);
                 return Json.obj("seconds", (System.nanoTime() - t0) / 1e9);
             }
+            case "suspend_but_fail": { // START_FLUSH to the view, returns at once (2.12's FlushTest)
+                requireChannel().down(new Event(Event.SUSPEND_BUT_FAIL));
+                return Json.obj();
+            }
             case "get_log": {
                 List<Object> entries=new ArrayList<>();
                 for(byte[] e: deliveryLog) entries.add(Json.hex(e));
