@@ -7,9 +7,9 @@ sent as a frame to every physical address the transport knows (the members', and
 before the first view), except our own. The frames of a connection are read by one thread with the GIL
 released and go up in batches, as UDP's datagrams do.
 
-Bundling (``enable_bundling``, with or without ``use_send_queues``): regular messages are queued on the connection as
-bundle entries, and its sender thread turns what was queued while it wrote the previous batch into LIST
-datagrams of up to max_bundle_size, as Java's bundler does (a Java receiver hands a LIST, not every message,
+Bundling (``enable_bundling``, with or without ``use_send_queues``): regular messages are queued on the
+connection as bundle entries, and its sender thread turns what was queued while it wrote the previous batch into
+LIST datagrams of up to max_bundle_size, as Java's bundler does (a Java receiver hands a LIST, not every message,
 to its thread pool, whose stock tcp.xml settings discard what it cannot take at once). No message waits for a
 timer: one that follows the previous one on its connection by ``unicast_stream_gap_us`` or more, with nothing
 queued, is written at once by the sending thread.

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from jgpy._core.batch import split_by_header
 from jgpy._core.upgate import UP_EVERY, UP_HEADER, UP_MULTICASTS, UP_UNICASTS
 from jgpy.stack.events import Event, EventType
-from jgpy.stack.properties import CoreProperty, LogLevelProperty, Property, ignored, properties_of, to_bool, to_log_level
+from jgpy.stack.properties import (CoreProperty, LogLevelProperty, Property, ignored, properties_of, to_bool,
+                                   to_log_level)
 
 if TYPE_CHECKING:
     from jgpy.stack.stack import ProtocolStack
