@@ -51,6 +51,7 @@ import functools
 import io
 import queue
 import socket
+import struct
 import threading
 import time
 from typing import Any
@@ -536,9 +537,15 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
                 self._refuse(conn, peer, f"{2 * pool.max_threads} state connections are open (max_pool)")
 
     def _refuse(self, conn: socket.socket, peer, why: str) -> None:
+        """Close a state connection unserved, with a reset (SO_LINGER 0): a requester tells a refusal from the
+        end of an empty state, and connects again (:class:`_SocketInput`)."""
         self.counters["state_connections_refused"] += 1
         self._rl.warning("state-conn", "%s: closed the state connection from %s:%s: %s", self.local_addr, peer[0],
                          peer[1], why)
+        try:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
         try:
             conn.close()
         except OSError:
