@@ -345,6 +345,15 @@ class HarnessNode:
         except OSError:
             pass
 
+    def kill(self) -> None:
+        """SIGKILL: a crash without any goodbye."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
     def __enter__(self) -> "HarnessNode":
         return self
 
@@ -407,9 +416,3 @@ class PyNode(HarnessNode):
         root = str(REPO_ROOT)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         return env
-
-    def kill(self) -> None:
-        """SIGKILL: a crash without any goodbye."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)

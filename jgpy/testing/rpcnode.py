@@ -4,7 +4,6 @@ the RPC interop tests and benchmarks."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from typing import Any, Mapping, Sequence
 
@@ -39,15 +38,6 @@ class JavaRpcNode(HarnessNode):
                         dests=list(dests) if dests is not None else None, mode=mode, rsp=rsp, timeout_ms=timeout_ms,
                         method_id=method_id, oob=oob)
         return {r["member"]: r for r in rep["results"]}
-
-    def kill(self) -> None:
-        """SIGKILL: the JVM dies without a goodbye."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 class PyRpcNode(JavaRpcNode):
