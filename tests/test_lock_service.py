@@ -274,15 +274,18 @@ def test_a_condition_releases_the_lock_while_waiting_for_a_signal(lock_cluster):
     a, b = lock_cluster(2)
     la, lb = LockService(a).get_lock("C"), LockService(b).get_lock("C")
     result: list = []
+    locked = threading.Event()
 
     def waiter() -> None:
         la.lock()
+        locked.set()
         result.append(la.new_condition().await_(10))        # releases C while waiting
         result.append(la.try_lock())                         # held again (re-entrant)
         la.unlock()
 
     t = threading.Thread(target=waiter)
     t.start()
+    assert locked.wait(10)                                   # else b could take C first and signal nobody
     assert wait_until(lambda: lb.try_lock(0.1), 10, msg="the waiter released the lock")
     lb.new_condition().signal()
     lb.unlock()

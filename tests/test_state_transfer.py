@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import socket
+import struct
 import tempfile
 import threading
 import time
@@ -524,3 +526,55 @@ def test_generated_state_is_deterministic():
     assert len(data) == 200_000 and data[:8] == (0).to_bytes(8, "big") and data[65536:65544] == (1).to_bytes(8, "big")
     assert hashlib.sha256(data).hexdigest() == generated_sha256(200_000, SEED)
     assert StateGen(SEED + 1).bytes(100) != data[:100]
+
+
+def _tcp_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        a = socket.create_connection(srv.getsockname())
+        b, _ = srv.accept()
+    return a, b
+
+
+@pytest.mark.parametrize("where", ["connect", "send", "first read"])
+def test_a_state_socket_reset_before_any_byte_is_connected_again(where, monkeypatch):
+    """A provider with a full state server resets new connections; the reset can reach the requester in
+    connect(), in sending the request or in its first read: each is tried again, a reset after data is not."""
+    from jgpy.protocols.pbcast import streaming_state_transfer as sst
+    monkeypatch.setattr(sst.time, "sleep", lambda s: None)
+    opened: list = []
+
+    def connect(old):
+        if len(opened) < 2:
+            opened.append("reset")
+            if where in ("connect", "send"):
+                raise ConnectionResetError if where == "connect" else BrokenPipeError
+            a, b = _tcp_pair()
+            b.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            b.close()                                   # the peer resets: the first recv raises
+            return a
+        a, b = socket.socketpair()
+        b.sendall(b"state")
+        b.close()
+        opened.append(b)
+        return a
+
+    closed: list = []
+    inp = sst._SocketInput(closed.append, connect)
+    if where == "first read":
+        assert inp.reconnects == 0
+    assert inp.read(100) == b"state"
+    assert inp.reconnects == 2 and len(opened) == 3
+
+
+def test_a_state_socket_gives_up_after_its_retries(monkeypatch):
+    from jgpy.protocols.pbcast import streaming_state_transfer as sst
+    monkeypatch.setattr(sst.time, "sleep", lambda s: None)
+    calls: list = []
+
+    def connect(old):
+        calls.append(old)
+        raise ConnectionResetError("refused by reset")
+
+    with pytest.raises(ConnectionResetError):
+        sst._SocketInput(lambda raw: None, connect)
+    assert len(calls) == sst._SocketInput.RETRIES + 1

@@ -179,18 +179,35 @@ class _SocketInput(io.RawIOBase):
     """The requester's side of a state socket (wrapped in a BufferedReader of socket_buffer_size).
 
     jgpy: a provider whose state server is full (strangers holding its connections: max_pool) resets a new
-    connection before reading it; when that happens before any state byte arrived, ``reconnect`` (a new
-    socket with the request sent, in place of the old one) is tried again, after 0.25, 0.5, 1 ... s, ``RETRIES`` times (2.12 gives
-    up at once)."""
+    connection before reading it, and the reset may reach us in connect(), in sending the request or in the
+    first read. Before any state byte arrived, ``connect`` (a new socket with the request sent, in place of
+    the old one) is tried again after 0.25, 0.5, 1 ... s, ``RETRIES`` times (2.12 gives up at once)."""
 
     RETRIES = 6
+    _RESET = (ConnectionResetError, BrokenPipeError)
 
-    def __init__(self, sock: socket.socket, on_close, reconnect=None):
-        self._sock = sock
+    def __init__(self, on_close, connect):
         self._on_close = on_close
-        self._reconnect = reconnect
+        self._connect = connect
         self.count = 0
         self.reconnects = 0
+        self._sock: socket.socket | None = None
+        self._open()
+
+    def _open(self) -> None:
+        """Connect (again), with the backoff above while the provider resets us; raises OSError."""
+        while True:
+            try:
+                self._sock = self._connect(self._sock)
+                return
+            except self._RESET as e:
+                self._backoff(e)
+
+    def _backoff(self, reset: OSError) -> None:
+        if self.reconnects >= self.RETRIES:
+            raise reset
+        time.sleep(0.25 * 2 ** self.reconnects)
+        self.reconnects += 1
 
     def readable(self) -> bool:
         return True
@@ -202,12 +219,11 @@ class _SocketInput(io.RawIOBase):
             try:
                 n = self._sock.recv_into(b)
                 break
-            except ConnectionResetError:
-                if self.count or self._reconnect is None or self.reconnects >= self.RETRIES:
+            except self._RESET as e:
+                if self.count:
                     raise
-                time.sleep(0.25 * 2 ** self.reconnects)
-                self.reconnects += 1
-                self._sock = self._reconnect(self._sock)
+                self._backoff(e)
+                self._open()
         self.count += n
         return n
 
@@ -682,7 +698,7 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
             if addr is None or addr.host is None:
                 raise OSError(f"the state response of {hdr.sender} has no state socket address")
             reconnect = functools.partial(self._open_state_socket, addr, hdr)
-            inp = io.BufferedReader(_SocketInput(reconnect(None), self._input_closed, reconnect),
+            inp = io.BufferedReader(_SocketInput(self._input_closed, reconnect),
                                     buffer_size=max(1, self.socket_buffer_size))
         except Exception as e:  # noqa: BLE001 - the application learns it from get_state() returning False
             self.log.warning("%s: could not connect to state provider %s at %s: %s", self.local_addr, hdr.sender,
