@@ -113,6 +113,7 @@ setup(
     install_requires=[],
     extras_require={
         "journal": ["numpy", "pyarrow"],
+        "security": ["cryptography", "pyjks"],
         "analysis": ["numpy", "pyarrow", "pyspark", "pandas<3", "matplotlib"],
     },
     entry_points={"console_scripts": ["jgpy=jgpy.__main__:main"]},
