@@ -718,6 +718,27 @@ cdef class Dialect212(WireDialect):
                 w.buffer(m._raw, m._h[i].off, m._h[i].end - m._h[i].off)
         return 0
 
+    # ---- a message as a value (Util.objectToByteBuffer / objectFromByteBuffer: SEQUENCER) ----
+
+    cdef bytes marshal_message(self, Message m):
+        cdef Writer w = Writer()
+        w.byte(1)                               # TAG_STREAMABLE
+        w.byte(1)                               # present
+        w.boolean(True)                         # a magic number follows
+        w.short(MAGIC_MESSAGE)
+        self.write_message(w, m, False, None)
+        return w.getvalue()
+
+    cdef Message unmarshal_message(self, object buf, Py_ssize_t off, Py_ssize_t end):
+        cdef Reader r = Reader(buf, off, end)
+        if r.ubyte(b"object.tag") != 1:         # TAG_STREAMABLE
+            r.fail("not a Streamable", b"object.tag", off)
+        if r.ubyte(b"Streamable.present") != 1 or not r.boolean(b"Streamable.use_magic"):
+            r.fail("not a Message (no magic number)", b"Streamable.use_magic", off + 1)
+        if r.short(b"Streamable.magic") != MAGIC_MESSAGE:
+            r.fail("not a Message", b"Streamable.magic", off + 3)
+        return self.read_whole_message(r)
+
     # ---- datagrams (TP.writeMessage / writeMessageList / IncomingPacket) ----
 
     cdef int write_single(self, Writer w, Message m, bint multicast) except -1:

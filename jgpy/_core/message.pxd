@@ -27,6 +27,8 @@ cdef class WireDialect:
     cdef int write_message(self, Writer w, Message m, bint no_addrs, object list_src) except -1
     cdef int write_single(self, Writer w, Message m, bint multicast) except -1
     cdef int write_list(self, Writer w, object dest, object src, list msgs, bint multicast) except -1
+    cdef bytes marshal_message(self, Message m)
+    cdef Message unmarshal_message(self, object buf, Py_ssize_t off, Py_ssize_t end)
 
 
 cdef class Message:

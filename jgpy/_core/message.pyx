@@ -30,6 +30,15 @@ cdef class WireDialect:
     cdef int write_list(self, Writer w, object dest, object src, list msgs, bint multicast) except -1:
         raise NotImplementedError
 
+    cdef bytes marshal_message(self, Message m):
+        """``Util.objectToByteBuffer(m)``: the message as a value of its own (SEQUENCER's FORWARD payload)."""
+        raise NotImplementedError
+
+    cdef Message unmarshal_message(self, object buf, Py_ssize_t off, Py_ssize_t end):
+        """The inverse of :meth:`marshal_message`, read from ``buf[off:end]`` without a copy (the message's
+        payload is a window into ``buf``); raises WireFormatError for anything else."""
+        raise NotImplementedError
+
 
 cdef Message new_message():
     return Message.__new__(Message)

@@ -13,6 +13,9 @@ new coordinator; duplicates are dropped by the receivers. Wire format and behavi
 SEQUENCER has no properties of its own, its counters are ``forwarded``, ``broadcast``, ``received_forwards``,
 ``received_bcasts``.
 
+The per-message path, both ways, is the C core this class derives from (``jgpy._core.sequencer``); view changes,
+SUSPECTs, resends and everything a stranger can trigger are here.
+
 Where jgpy deviates (each closes a hole 2.12 has; nothing changes on the wire):
 
 * a FORWARD that reaches a member before it knows it is the new coordinator is kept (bounded:
@@ -51,89 +54,35 @@ at those members if its original sender had received it.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_right
 from typing import Any
 
 from jgpy._core.headers import SequencerHeader
 from jgpy._core.message import Message
+from jgpy._core.sequencer import SeqnoWindow, SequencerCore
 from jgpy._core.types import MergeView, View, ViewId
 from jgpy.protocols.guard import MessageGuard, retained_bytes
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.properties import Property, to_int, to_size
+from jgpy.stack.properties import CoreProperty, Property, to_int, to_size
 from jgpy.stack.protocol import UP_HEADER, Protocol
 
 FORWARD, BCAST, WRAPPED_BCAST = SequencerHeader.FORWARD, SequencerHeader.BCAST, SequencerHeader.WRAPPED_BCAST
 NO_TOTAL_ORDER = Message.NO_TOTAL_ORDER
 
-#: the first bytes of ``Util.objectToByteBuffer(Message)``: TYPE_STREAMABLE, present, magic number follows
-_STREAMABLE_PRESENT_MAGIC = b"\x01\x01\x01"
-
 #: jgpy's drop counters (dump_stats)
 DROP_COUNTERS = ("dropped_malformed", "dropped_forward_non_member", "dropped_forward_not_coord",
-                 "dropped_not_sequencer", "dropped_non_member_sender", "duplicates", "pending_forwards_dropped",
-                 "gaps_given_up")
+                 "dropped_not_sequencer", "dropped_non_member_sender", "pending_forwards_dropped")
+
+#: the log line of each drop counted by :meth:`SEQUENCER._dropped` (``who``: the sender it names)
+_DROP_LOGS = {"dropped_forward_non_member": "%s: dropped a FORWARD from non-member %s",
+              "dropped_not_sequencer": "%s: dropped a broadcast from %s, which is not the sequencer",
+              "dropped_non_member_sender": "%s: dropped a WRAPPED_BCAST of non-member %s"}
 
 
-class SeqnoWindow:
-    """The seqnos delivered from one original sender: every seqno below ``next``, plus the runs of seqnos above
-    it (2.12's ``SeqnoTable.Entry`` keeps a set of seqnos; jgpy keeps runs ``[lo, hi]``, sorted and apart, so
-    memory follows the gaps, not the number of seqnos above one). At most ``limit`` runs are kept; beyond that
-    the oldest gap is given up (its seqnos count as delivered)."""
-
-    __slots__ = ("next", "los", "his")
-
-    def __init__(self, first: int) -> None:
-        self.next = first + 1
-        self.los: list[int] = []               # run starts, ascending; every run is above next + 1
-        self.his: list[int] = []               # run ends; his[i] + 1 < los[i + 1]
-
-    @property
-    def above(self) -> int:
-        """The number of seqnos kept above ``next``."""
-        return sum(h - lo + 1 for lo, h in zip(self.los, self.his))
-
-    def add(self, seqno: int, limit: int) -> tuple[bool, bool]:
-        """``(deliver, gave_up_a_gap)`` for ``seqno``."""
-        los, his = self.los, self.his
-        if seqno == self.next:
-            self.next += 1
-            if los and los[0] == self.next:
-                self.next = his[0] + 1
-                del los[0], his[0]
-            return True, False
-        if seqno < self.next:
-            return False, False
-        i = bisect_right(los, seqno)           # runs[:i] start at or below seqno
-        if i and seqno <= his[i - 1]:
-            return False, False
-        joins_left = i > 0 and his[i - 1] + 1 == seqno
-        joins_right = i < len(los) and los[i] == seqno + 1
-        if joins_left and joins_right:
-            his[i - 1] = his[i]
-            del los[i], his[i]
-        elif joins_left:
-            his[i - 1] = seqno
-        elif joins_right:
-            los[i] = seqno
-        else:
-            los.insert(i, seqno)
-            his.insert(i, seqno)
-        if len(los) <= limit:
-            return True, False
-        self.next = his[0] + 1
-        del los[0], his[0]
-        return True, True
-
-    def __repr__(self) -> str:
-        return f"{self.next}" + "".join(f" +{lo}..{h}" for lo, h in zip(self.los[:3], self.his[:3])) + \
-            (f" (+{len(self.los) - 3} runs)" if len(self.los) > 3 else "")
-
-
-class SEQUENCER(Protocol):
+class SEQUENCER(SequencerCore, Protocol):
     NAME = "SEQUENCER"
 
-    delivery_table_max_size = Property(
+    delivery_table_max_size = CoreProperty(
         to_int, 2000, "jgpy (named as JGroups 3's property): runs of seqnos (told apart by gaps) received above "
         "the next expected one that are kept per original sender for duplicate detection; beyond that the oldest "
         "gap is given up")
@@ -166,7 +115,7 @@ class SEQUENCER(Protocol):
         self.coord: Any = None
         self.is_coord = False
         self.forwarded_msgs = self.bcast_msgs = self.received_forwards = self.received_bcasts = 0
-        self.delivered_bcasts = 0
+        self.delivered_bcasts = self.duplicates = self.gaps_given_up = 0
         self.counters = dict.fromkeys(DROP_COUNTERS, 0)
         self._rl = RateLimitedLog(self.log)
         self._guard = MessageGuard(self, "a SEQUENCER message", self._rl)
@@ -182,7 +131,7 @@ class SEQUENCER(Protocol):
 
     def reset_stats(self) -> None:
         self.forwarded_msgs = self.bcast_msgs = self.received_forwards = self.received_bcasts = 0
-        self.delivered_bcasts = 0
+        self.delivered_bcasts = self.duplicates = self.gaps_given_up = 0
         self.counters = dict.fromkeys(DROP_COUNTERS, 0)
 
     def dump_stats(self) -> dict[str, Any]:
@@ -192,7 +141,8 @@ class SEQUENCER(Protocol):
                              "coord": str(self.coord) if self.coord is not None else None,
                              "forward_table": len(self._forward_table), "pending_forwards": len(self._pending),
                              "delivery_table": {str(k): repr(v) for k, v in list(self._delivery_table.items())},
-                             "failed_msgs": self._guard.failed}
+                             "failed_msgs": self._guard.failed, "duplicates": self.duplicates,
+                             "gaps_given_up": self.gaps_given_up}
         d.update(self.counters)
         return d
 
@@ -319,98 +269,20 @@ class SEQUENCER(Protocol):
             for seqno, buf in entries:
                 self._forward(new_coord, seqno, buf)
 
-    # ---- down ----
-
-    def down_msg(self, msg: Message) -> Any:
-        if msg.dest is not None or msg.flags & NO_TOTAL_ORDER:
-            return self.down_prot.down_msg(msg)
-        local = self.local_addr
-        if msg.src is None:
-            msg.src = local
-        with self._send_lock:
-            seqno = self._seqno
-            self._seqno = seqno + 1
-            if self.is_coord:
-                msg.put_header(self.id, SequencerHeader(BCAST, ViewId(local, seqno)))
-                self.bcast_msgs += 1
-                self.down_prot.down_msg(msg)
-                return None
-            buf = self.stack.dialect.object_to_buffer(msg)
-            with self._lock:
-                self._forward_table[seqno] = buf
-            if self.coord is not None and not self._holding:   # else it goes out with the resend
-                self._forward(self.coord, seqno, buf)
-        return None
-
-    def _forward(self, coord: Any, seqno: int, buf: bytes) -> None:
-        fwd = Message(coord, buf)
-        fwd.put_header(self.id, SequencerHeader(FORWARD, ViewId(self.local_addr, seqno)))
-        self.down_prot.down_msg(fwd)
-        self.forwarded_msgs += 1
-
-    def _broadcast(self, orig: Any, seqno: int, raw: Any, offset: int, length: int) -> None:
-        """Multicast a marshalled message of ``orig`` as WRAPPED_BCAST (the bytes shared, not copied)."""
-        bcast = Message(None, None, self.local_addr)
-        bcast.set_buffer(raw, offset, length)
-        bcast.put_header(self.id, SequencerHeader(WRAPPED_BCAST, ViewId(orig, seqno)))
-        self.down_prot.down_msg(bcast)
-        self.bcast_msgs += 1
-
-    # ---- up ----
+    # ---- up (the common case is the core's: SequencerCore.up_batch) ----
 
     def up_needs(self) -> int:
         return UP_HEADER
-
-    def up_batch(self, msgs: list) -> None:
-        out: list = []
-        pid = self.id
-        for msg in msgs:
-            if msg.flags & NO_TOTAL_ORDER:
-                out.append(msg)
-                continue
-            try:
-                hdr = msg.get_header(pid)
-                if hdr is None:
-                    out.append(msg)
-                    continue
-                t = hdr.type
-                if t == FORWARD:
-                    self._handle_forward(msg, hdr)
-                elif t == BCAST or t == WRAPPED_BCAST:
-                    self.received_bcasts += 1
-                    deliver = self._handle_bcast(msg, hdr) if t == BCAST else self._unwrap(msg, hdr)
-                    if deliver is not None:
-                        out.append(deliver)
-                else:
-                    self._malformed("type", msg)
-            except Exception:  # noqa: BLE001 - one bad message must not hurt the rest of the batch
-                self._guard.failure(msg)
-        if out:
-            self.up_prot.up_batch(out)
 
     def _malformed(self, what: str, msg: Message) -> None:
         self.counters["dropped_malformed"] += 1
         self._rl.warning("malformed-" + what, "%s: dropped a SEQUENCER message from %s: bad %s (%d so far)",
                          self.local_addr, msg.src, what, self.counters["dropped_malformed"])
 
-    def _handle_forward(self, msg: Message, hdr: SequencerHeader) -> None:
-        src, tag = msg.src, hdr.tag
-        if tag is None or src is None or tag.coord_addr != src or msg.dest is None or not msg.has_buffer() \
-                or bytes(msg.payload[:3]) != _STREAMABLE_PRESENT_MAGIC:
-            self._malformed("forward", msg)
-            return
-        if src not in self._member_set:
-            self.counters["dropped_forward_non_member"] += 1
-            self._rl.warning("forward-non-member", "%s: dropped a FORWARD from non-member %s", self.local_addr, src)
-            return
-        if not self.is_coord:
-            self._keep_pending(msg)
-            return
-        self._relay(msg, hdr)
-
-    def _relay(self, msg: Message, hdr: SequencerHeader) -> None:
-        self._broadcast(hdr.tag.coord_addr, hdr.tag.id, msg.raw_buffer, msg.offset, msg.length)
-        self.received_forwards += 1
+    def _dropped(self, counter: str, who: Any) -> None:
+        """A message from somebody it may not come from (``counter`` in :data:`DROP_COUNTERS`)."""
+        self.counters[counter] += 1
+        self._rl.warning(counter, _DROP_LOGS[counter], self.local_addr, who)
 
     def _keep_pending(self, msg: Message) -> None:
         """A FORWARD while we are not the coordinator: kept (bounded) in case we are about to become it."""
@@ -427,61 +299,3 @@ class SEQUENCER(Protocol):
         self.counters["dropped_forward_not_coord"] += 1
         self._rl.warning("forward-not-coord", "%s: not the coordinator (%s is): dropped a FORWARD from %s",
                          self.local_addr, self.coord, msg.src)
-
-    def _handle_bcast(self, msg: Message, hdr: SequencerHeader) -> Message | None:
-        src, tag = msg.src, hdr.tag
-        if tag is None or src is None or tag.coord_addr != src or msg.dest is not None:
-            self._malformed("bcast", msg)
-            return None
-        if not self._from_sequencer(src):
-            return None
-        return msg if self._can_deliver(src, tag.id) else None
-
-    def _unwrap(self, msg: Message, hdr: SequencerHeader) -> Message | None:
-        """The original message of a WRAPPED_BCAST, if it is one to deliver."""
-        tag = hdr.tag
-        if tag is None or msg.src is None or msg.dest is not None or not msg.has_buffer():
-            self._malformed("bcast", msg)
-            return None
-        if not self._from_sequencer(msg.src):
-            return None
-        try:
-            inner = self.stack.dialect.object_from_buffer(msg.payload)
-        except Exception:  # noqa: BLE001 - whatever it is, it is not a marshalled message
-            inner = None
-        if not isinstance(inner, Message) or inner.dest is not None or inner.src is None or \
-                inner.src != tag.coord_addr:
-            self._malformed("payload", msg)
-            return None
-        if inner.src not in self._known:
-            self.counters["dropped_non_member_sender"] += 1
-            self._rl.warning("non-member-sender", "%s: dropped a WRAPPED_BCAST of non-member %s", self.local_addr,
-                             inner.src)
-            return None
-        return inner if self._can_deliver(inner.src, tag.id) else None
-
-    def _from_sequencer(self, src: Any) -> bool:
-        if src in self._sequencers:
-            return True
-        self.counters["dropped_not_sequencer"] += 1
-        self._rl.warning("not-sequencer", "%s: dropped a broadcast from %s, which is not the sequencer (%s)",
-                         self.local_addr, src, self.coord)
-        return False
-
-    def _can_deliver(self, sender: Any, seqno: int) -> bool:
-        with self._lock:
-            if sender == self.local_addr:
-                self._forward_table.pop(seqno, None)        # our own message is back: delivered
-            win = self._delivery_table.get(sender)
-            if win is None:
-                self._delivery_table[sender] = SeqnoWindow(seqno)
-                ok, gave_up = True, False
-            else:
-                ok, gave_up = win.add(seqno, self.delivery_table_max_size)
-        if gave_up:
-            self.counters["gaps_given_up"] += 1
-        if not ok:
-            self.counters["duplicates"] += 1
-            return False
-        self.delivered_bcasts += 1
-        return True
