@@ -87,6 +87,17 @@ cdef class SeqnoWindow:
             (f" (+{len(self.los) - 3} runs)" if len(self.los) > 3 else "")
 
 
+cdef inline SequencerHeader _header(int type, addr, int64_t seqno):
+    """``SequencerHeader(type, ViewId(addr, seqno))``, built in C."""
+    cdef ViewId tag = ViewId.__new__(ViewId)
+    tag.coord_addr = addr
+    tag.id = seqno
+    cdef SequencerHeader h = SequencerHeader.__new__(SequencerHeader)
+    h.type = type
+    h.tag = tag
+    return h
+
+
 cdef bint _is_marshalled_message(Message m) except -1:
     """Whether the payload starts as ``Util.objectToByteBuffer`` of a message does: TYPE_STREAMABLE, present,
     a magic number follows (the rest is checked by whoever unwraps it)."""
@@ -143,7 +154,7 @@ cdef class SequencerCore(ProtocolCore):
             seqno = self._seqno
             self._seqno = seqno + 1
             if self.is_coord:
-                msg.put(self.id, SequencerHeader(BCAST, ViewId(local, seqno)))
+                msg.put(self.id, _header(BCAST, local, seqno))
                 self.bcast_msgs += 1
                 self._pass(msg)
                 return None
@@ -158,7 +169,7 @@ cdef class SequencerCore(ProtocolCore):
         cdef Message fwd = new_message()
         fwd.dest = coord
         fwd.set_payload(buf, 0, len(buf))
-        fwd.put(self.id, SequencerHeader(FORWARD, ViewId(local, seqno)))
+        fwd.put(self.id, _header(FORWARD, local, seqno))
         self._pass(fwd)
         self.forwarded_msgs += 1
 
@@ -166,7 +177,7 @@ cdef class SequencerCore(ProtocolCore):
         cdef Message bcast = new_message()
         bcast.src = self.stack.local_addr
         bcast.set_payload(raw, offset, length)
-        bcast.put(self.id, SequencerHeader(WRAPPED_BCAST, ViewId(orig, seqno)))
+        bcast.put(self.id, _header(WRAPPED_BCAST, orig, seqno))
         self._pass(bcast)
         self.bcast_msgs += 1
 
@@ -186,12 +197,14 @@ cdef class SequencerCore(ProtocolCore):
     # ---- up ----
 
     def up_batch(self, list msgs):
+        """Relay FORWARDs; check and unwrap broadcasts (no lock), then decide their delivery under one hold of
+        ``_lock`` for the whole batch; pass up what is delivered, in batch order."""
         cdef list out = []
+        cdef list cands = []                  # (position in out, original sender, seqno) of broadcasts
         cdef Message m, d
         cdef object hdr
         cdef int t
         cdef int pid = self.id
-        local = self.stack.local_addr
         for msg in msgs:
             m = <Message>msg
             if m.flags & NO_TOTAL_ORDER:
@@ -207,16 +220,49 @@ cdef class SequencerCore(ProtocolCore):
                     self._on_forward(m, <SequencerHeader>hdr)
                 elif t == BCAST or t == WRAPPED_BCAST:
                     self.received_bcasts += 1
-                    d = self._on_bcast(m, <SequencerHeader>hdr, local) if t == BCAST else \
-                        self._on_wrapped(m, <SequencerHeader>hdr, local)
+                    d = self._on_bcast(m, <SequencerHeader>hdr) if t == BCAST else \
+                        self._on_wrapped(m, <SequencerHeader>hdr)
                     if d is not None:
+                        cands.append((len(out), d.src, (<ViewId>(<SequencerHeader>hdr).tag).id))
                         out.append(d)
                 else:
                     self._malformed("type", m)
             except Exception:  # one bad message must not hurt the rest of the batch
                 self._guard.failure(m)
+        if cands and self._drop_seen(out, cands):
+            out = [x for x in out if x is not None]
         if out:
             self.up_prot.up_batch(out)
+
+    cdef bint _drop_seen(self, list out, list cands) except -1:
+        """Set the broadcasts of ``cands`` that were delivered before to None in ``out``; whether any was. Our
+        own messages that are back leave the forward table."""
+        cdef SeqnoWindow win
+        cdef int r
+        cdef int64_t seqno
+        cdef Py_ssize_t dups = 0, gave_up = 0
+        local = self.stack.local_addr
+        with self._lock:
+            for c in cands:
+                sender = (<tuple>c)[1]
+                seqno = (<tuple>c)[2]
+                if sender == local:
+                    self._forward_table.pop(seqno, None)    # our own message is back: delivered
+                win = self._delivery_table.get(sender)
+                if win is None:
+                    self._delivery_table[sender] = SeqnoWindow(seqno)
+                    r = 1
+                else:
+                    r = win._add(seqno, self.delivery_table_max_size)
+                if r == 0:
+                    out[<Py_ssize_t>(<tuple>c)[0]] = None
+                    dups += 1
+                elif r == 2:
+                    gave_up += 1
+        self.duplicates += dups
+        self.gaps_given_up += gave_up
+        self.delivered_bcasts += len(cands) - dups
+        return dups > 0
 
     cdef _on_forward(self, Message m, SequencerHeader hdr):
         src, tag = m.src, hdr.tag
@@ -232,7 +278,7 @@ cdef class SequencerCore(ProtocolCore):
             return
         self._relay(m, hdr)
 
-    cdef Message _on_bcast(self, Message m, SequencerHeader hdr, local):
+    cdef Message _on_bcast(self, Message m, SequencerHeader hdr):
         src, tag = m.src, hdr.tag
         if type(tag) is not ViewId or src is None or (<ViewId>tag).coord_addr != src or m.dest is not None:
             self._malformed("bcast", m)
@@ -240,10 +286,10 @@ cdef class SequencerCore(ProtocolCore):
         if src not in self._sequencers:
             self._dropped("dropped_not_sequencer", src)
             return None
-        return m if self._can_deliver(src, (<ViewId>tag).id, local) else None
+        return m
 
-    cdef Message _on_wrapped(self, Message m, SequencerHeader hdr, local):
-        """The original message of a WRAPPED_BCAST, if it is one to deliver."""
+    cdef Message _on_wrapped(self, Message m, SequencerHeader hdr):
+        """The original message of a WRAPPED_BCAST, if it comes from whom it may come from."""
         cdef Message inner
         tag = hdr.tag
         if type(tag) is not ViewId or m.src is None or m.dest is not None or m._buf is None:
@@ -262,24 +308,4 @@ cdef class SequencerCore(ProtocolCore):
         if inner.src not in self._known:
             self._dropped("dropped_non_member_sender", inner.src)
             return None
-        return inner if self._can_deliver(inner.src, (<ViewId>tag).id, local) else None
-
-    cdef bint _can_deliver(self, sender, int64_t seqno, local) except -1:
-        cdef SeqnoWindow win
-        cdef int r
-        with self._lock:
-            if sender == local:
-                self._forward_table.pop(seqno, None)        # our own message is back: delivered
-            win = self._delivery_table.get(sender)
-            if win is None:
-                self._delivery_table[sender] = SeqnoWindow(seqno)
-                r = 1
-            else:
-                r = win._add(seqno, self.delivery_table_max_size)
-        if r == 0:
-            self.duplicates += 1
-            return False
-        if r == 2:
-            self.gaps_given_up += 1
-        self.delivered_bcasts += 1
-        return True
+        return inner

@@ -6,6 +6,7 @@ what tests and dictionaries want; where Java's own ``equals`` differs (``ViewId.
 id only, ``View.equals`` the view id and members) a ``java_equals`` method gives Java's answer.
 """
 
+cimport cython
 from libc.stdint cimport int64_t
 from jgpy._core.address cimport Address
 
@@ -20,6 +21,7 @@ cdef tuple _addr_tuple(object seq):
     return t
 
 
+@cython.no_gc          # an id and an address: not tracked by the cycle collector (SEQUENCER makes one a message)
 cdef class ViewId:
     """``[coordinator|id]``: the id of a view; views are ordered by ``id`` only (as in Java)."""
 
