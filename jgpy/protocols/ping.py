@@ -17,6 +17,10 @@ class PING(Discovery):
     discovery_timeout = Property(to_int, 0, "ms to wait for our own discovery request to come back (0: don't)")
 
     def send_get_members_request(self, cluster, view_id) -> None:
+        self.down_prot.down_msg(self.get_members_request(cluster, view_id))
+
+    def get_members_request(self, cluster, view_id) -> Message:
+        """The GET_MBRS_REQ multicast (OOB): with our PingData when joining, with ``view_id`` for MERGE2."""
         data = None
         if view_id is None:
             physical = self.down_prot.down(Event(EventType.GET_PHYSICAL_ADDRESS, self.local_addr))
@@ -25,4 +29,4 @@ class PING(Discovery):
         hdr = PingHeader(PingHeader.GET_MBRS_REQ, data, cluster, view_id)
         msg = Message(None, None, None, Message.OOB)
         msg.put_header(self.id, hdr)
-        self.down_prot.down_msg(msg)
+        return msg
