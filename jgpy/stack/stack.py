@@ -36,6 +36,7 @@ PROTOCOLS: dict[str, str] = {
     "TCPPING": "jgpy.protocols.tcpping:TCPPING",
     "MPING": "jgpy.protocols.mping:MPING",
     "BPING": "jgpy.protocols.bping:BPING",
+    "FILE_PING": "jgpy.protocols.file_ping:FILE_PING",
     "MERGE2": "jgpy.protocols.merge2:MERGE2",
     "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",
     "FD_ALL": "jgpy.protocols.fd_all:FD_ALL",
