@@ -337,6 +337,18 @@ def test_entire_message_mode_hides_the_upper_headers_and_restores_the_message(st
     assert b.prot.counters["dropped_no_header"] == 1
 
 
+def test_the_decoder_shows_encrypt_messages(stacks):
+    from jgpy.tools.dump import describe_datagram
+    a, b = stacks(2)
+    joined(a, b)
+    a.send(Message(None, b"hidden"))
+    text = "\n".join(describe_datagram(a.tp.sent[-1].data))
+    assert "ENCRYPT(25): EncryptHeader(type=ENCRYPT" in text and "payload: cipher text (16 bytes)" in text
+    assert f"key version {a.prot.version.encode('utf-8', 'surrogatepass').hex()}" in text
+    (req,) = sent_type(b, KEY_REQUEST)[:1]
+    assert "payload: the requester's X.509 RSA public key" in "\n".join(describe_datagram(req.data))
+
+
 # ---- the jar's configs in mixed Java/jgpy clusters -----------------------------------------------------------
 
 def make_keystore(directory, keyalg: str = "Blowfish", keysize: int = 56, name: str = "defaultStore.keystore"):
@@ -623,6 +635,8 @@ def test_a_strangers_forged_tampered_and_replayed_datagrams_are_counted_and_drop
         time.sleep(1.0)
         replay = [("replay", d) for d in list(sniffer.datagrams)]
         assert len(replay) >= 2
+        from jgpy.tools.dump import describe_datagram      # Java's own ENCRYPT datagrams, as the decoder shows them
+        assert any("EncryptHeader(type=ENCRYPT" in "\n".join(describe_datagram(d)) for _, d in replay)
         send_datagrams(replay, group)
         time.sleep(1.0)
         st = encrypt_stats(p1)
