@@ -69,20 +69,23 @@ class ENCRYPT(Protocol):
     IGNORED_PROPERTIES = {
         **Protocol.IGNORED_PROPERTIES,
         "asym_provider": ignored("a JCE provider name; jgpy's cryptography is the `cryptography` package"),
+        "asymProvider": ignored("asym_provider's field name: a JCE provider name, ignored as asym_provider"),
+        "sym_provider": ignored("a JCE provider name; jgpy's cryptography is the `cryptography` package"),
+        "symProvider": ignored("sym_provider's field name: a JCE provider name, ignored as sym_provider"),
     }
 
     asym_algorithm = Property(to_str, "RSA", "Cipher engine transformation for asymmetric algorithm. Default is RSA "
-                              "(jgpy: RSA with PKCS1 padding only)")
+                              "(jgpy: RSA with PKCS1 padding only)", aliases=("asymAlgorithm",))
     sym_algorithm = Property(to_str, "AES", "Cipher engine transformation for symmetric algorithm. Default is AES "
-                             "(jgpy: AES, Blowfish or DESede, ECB, PKCS5Padding or NoPadding)")
+                             "(jgpy: AES, Blowfish or DESede, ECB, PKCS5Padding or NoPadding)", aliases=("symAlgorithm",))
     asym_init = Property(to_int, 512, "Initial public/private key length. Default is 512 (jgpy generates at least "
-                         "1024 bits)")
-    sym_init = Property(to_int, 128, "Initial key length for matching symmetric algorithm. Default is 128")
+                         "1024 bits)", aliases=("asymInit",))
+    sym_init = Property(to_int, 128, "Initial key length for matching symmetric algorithm. Default is 128", aliases=("symInit",))
     key_store_name = Property(to_str, None, "File on classpath that contains keystore repository (jgpy: a path, or "
-                              "a name found in a directory of the CLASSPATH environment variable)")
+                              "a name found in a directory of the CLASSPATH environment variable)", aliases=("keyStoreName",))
     store_password = Property(to_str, "changeit", "Password used to check the integrity/unlock the keystore. "
-                              "Change the default")
-    key_password = Property(to_str, "changeit", "Password for recovering the key. Change the default")
+                              "Change the default", aliases=("storePassword",))
+    key_password = Property(to_str, "changeit", "Password for recovering the key. Change the default", aliases=("keyPassword",))
     alias = Property(to_str, "mykey", "Alias used for recovering the key. Change the default")
     encrypt_entire_message = Property(to_bool, False, "encrypt the entire message (Message.writeTo) instead of "
                                       "only its payload")
@@ -222,7 +225,8 @@ class ENCRYPT(Protocol):
             self.stack.dialect.write_message_to(w, msg)
             out = msg.copy(False)          # the headers already present travel in clear too, as in 2.12
             out.set_buffer(cipher.encrypt(w.getvalue()))
-            out.src = self.local_addr
+            if out.src is None:
+                out.src = self.local_addr
         else:
             out = msg.copy(False)          # a copy: the original may be retransmitted (never encrypted twice)
             out.set_buffer(cipher.encrypt(msg.payload))
