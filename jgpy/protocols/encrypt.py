@@ -77,15 +77,19 @@ class ENCRYPT(Protocol):
     asym_algorithm = Property(to_str, "RSA", "Cipher engine transformation for asymmetric algorithm. Default is RSA "
                               "(jgpy: RSA with PKCS1 padding only)", aliases=("asymAlgorithm",))
     sym_algorithm = Property(to_str, "AES", "Cipher engine transformation for symmetric algorithm. Default is AES "
-                             "(jgpy: AES, Blowfish or DESede, ECB, PKCS5Padding or NoPadding)", aliases=("symAlgorithm",))
+                             "(jgpy: AES, Blowfish or DESede, ECB, PKCS5Padding or NoPadding)",
+                             aliases=("symAlgorithm",))
     asym_init = Property(to_int, 512, "Initial public/private key length. Default is 512 (jgpy generates at least "
                          "1024 bits)", aliases=("asymInit",))
-    sym_init = Property(to_int, 128, "Initial key length for matching symmetric algorithm. Default is 128", aliases=("symInit",))
+    sym_init = Property(to_int, 128, "Initial key length for matching symmetric algorithm. Default is 128",
+                        aliases=("symInit",))
     key_store_name = Property(to_str, None, "File on classpath that contains keystore repository (jgpy: a path, or "
-                              "a name found in a directory of the CLASSPATH environment variable)", aliases=("keyStoreName",))
+                              "a name found in a directory of the CLASSPATH environment variable)",
+                              aliases=("keyStoreName",))
     store_password = Property(to_str, "changeit", "Password used to check the integrity/unlock the keystore. "
                               "Change the default", aliases=("storePassword",))
-    key_password = Property(to_str, "changeit", "Password for recovering the key. Change the default", aliases=("keyPassword",))
+    key_password = Property(to_str, "changeit", "Password for recovering the key. Change the default",
+                            aliases=("keyPassword",))
     alias = Property(to_str, "mykey", "Alias used for recovering the key. Change the default")
     encrypt_entire_message = Property(to_bool, False, "encrypt the entire message (Message.writeTo) instead of "
                                       "only its payload")
