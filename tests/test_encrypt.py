@@ -467,7 +467,7 @@ def test_key_exchange_configs_in_mixed_clusters(config, kinds, java_nodes, udp_g
         for m in (second, third):
             if m.kind == "jgpy":
                 st = encrypt_stats(m)
-                assert st["dropped_undecryptable"] == st["dropped_no_header"] == st["failed"] == 0, st
+                assert st["dropped_undecryptable"] == st["dropped_no_header"] == st["failed_msgs"] == 0, st
     finally:
         c.close()
 

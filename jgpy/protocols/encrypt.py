@@ -483,7 +483,7 @@ class ENCRYPT(Protocol):
 
     def dump_stats(self) -> dict[str, Any]:
         with self._lock:
-            return {**self.counters, "failed": self._guard.failed, "key_server": str(self.key_server),
+            return {**self.counters, "failed_msgs": self._guard.failed, "key_server": str(self.key_server),
                     "is_key_server": self.is_key_server, "waiting_for_key": self._queue_up,
                     "up_queue": len(self._up_q), "down_queue": len(self._down_q),
                     "previous_keys": len(self._previous), "supplied_key": self.supplied_key}
