@@ -121,6 +121,9 @@ class ENCRYPT(Protocol):
         self._down_bytes = 0
         self._draining_up = False
         self._draining_down = False
+        # hints read without the lock on the hot paths: is anything held or waiting (then the lock decides)
+        self._hold_up = True
+        self._hold_down = False
         self._request_task = None
         self.counters = dict.fromkeys(DROP_COUNTERS + (
             "encrypted", "decrypted", "key_requests_sent", "key_requests_answered", "keys_installed",
@@ -137,6 +140,7 @@ class ENCRYPT(Protocol):
             self.cipher = SymmetricCipher(self.sym_algorithm, stored.key)
             self.supplied_key = True
             self._queue_up = self._queue_down = False
+            self._sync_holds()
         else:
             if algorithm_name(self.asym_algorithm).upper() != "RSA" or self.asym_algorithm.upper() not in (
                     "RSA", "RSA/ECB/PKCS1PADDING"):
@@ -150,6 +154,7 @@ class ENCRYPT(Protocol):
             self.is_key_server = False
             self._queue_up = not self.supplied_key
             self._queue_down = False
+            self._sync_holds()
 
     def stop(self) -> None:
         self._cancel_requests()
@@ -157,6 +162,7 @@ class ENCRYPT(Protocol):
             self._up_q.clear()
             self._down_q.clear()
             self._up_bytes = self._down_bytes = 0
+            self._sync_holds()
 
     @property
     def version(self) -> str | None:
@@ -192,10 +198,12 @@ class ENCRYPT(Protocol):
             if make_server or not members or (new_server == me and new_server != self.key_server):
                 self.key_server, self.is_key_server = new_server, True
                 self._queue_up = self._queue_down = False
+                self._sync_holds()
                 drain = True
             elif new_server != self.key_server:
                 self.key_server, self.is_key_server = new_server, False
                 self._queue_up = self._queue_down = True
+                self._sync_holds()
                 ask = True
                 drain = False
             else:
@@ -211,11 +219,17 @@ class ENCRYPT(Protocol):
     # ---- down ----
 
     def down_msg(self, msg) -> Any:
-        with self._lock:
-            if self._queue_down or self._draining_down:
-                self._enqueue(self._down_q, msg, down=True)
-                return None
+        if self._hold_down:
+            with self._lock:
+                if self._queue_down or self._draining_down:
+                    self._enqueue(self._down_q, msg, down=True)
+                    return None
         return self._send(msg)
+
+    def _sync_holds(self) -> None:
+        """Update the lock-free hints (call with the lock held, after changing the queue state)."""
+        self._hold_up = self._queue_up or self._draining_up or bool(self._up_q)
+        self._hold_down = self._queue_down or self._draining_down
 
     def _send(self, msg) -> Any:
         """2.12's sendDown: encrypt the payload, or the whole message, under our current key."""
@@ -244,11 +258,13 @@ class ENCRYPT(Protocol):
             if self._draining_down:
                 return
             self._draining_down = True
+            self._sync_holds()
         try:
             while True:
                 with self._lock:
                     if not self._down_q or self._queue_down:
                         self._draining_down = False
+                        self._sync_holds()
                         return
                     msg = self._down_q.popleft()
                     self._down_bytes -= retained_bytes([msg])
@@ -259,57 +275,55 @@ class ENCRYPT(Protocol):
         except BaseException:
             with self._lock:
                 self._draining_down = False
+                self._sync_holds()
             raise
 
     # ---- up ----
 
     def up_batch(self, msgs: list) -> None:
-        plain: list = []
-        out: list = []
+        ready: list = []
+        eem = self.encrypt_entire_message
+        pid = self.id
         for msg in msgs:
-            if msg.length == 0 and not self.encrypt_entire_message:
-                out.append(msg)
+            if msg.length == 0 and not eem:
+                ready.append(msg)
                 continue
-            hdr = msg.get_header(self.id)
+            hdr = msg.get_header(pid)
             if hdr is None:
                 self.counters["dropped_no_header"] += 1
                 self._rl.warning("no-header", "%s: dropped a message with a payload but no ENCRYPT header from %s",
                                  self.local_addr, msg.src)
-                continue
-            if hdr.type == ENCRYPT_T:
+            elif hdr.type == ENCRYPT_T:
                 if not hdr.encrypt_entire_msg and msg.length == 0:
-                    out.append(msg)
-                    continue
-                with self._lock:
-                    if self._queue_up or self._draining_up or self._up_q:
-                        self._enqueue(self._up_q, msg, down=False)
-                        continue
-                if out:
-                    plain.extend(out)
-                    out = []
-                plain.append(msg)      # decrypted below, in order with the clear ones
+                    ready.append(msg)
+                elif not (self._hold_up and self._held(msg)):
+                    m = self._decrypt(msg, hdr)
+                    if m is not None:
+                        ready.append(m)
             else:
-                if out or plain:
-                    self._pass_up(plain + out)
-                    plain, out = [], []
+                if ready:
+                    self.up_prot.up_batch(ready)
+                    ready = []
                 try:
                     self._control(msg, hdr)
                 except Exception:  # noqa: BLE001 - a hostile control message is dropped alone
                     self._guard.failure(msg)
-        if plain or out:
-            self._pass_up(plain + out)
+        if ready:
+            self.up_prot.up_batch(ready)
+
+    def _held(self, msg) -> bool:
+        """Queue ``msg`` if we wait for a key or hold earlier messages (they go first); True if queued."""
+        with self._lock:
+            if self._queue_up or self._draining_up or self._up_q:
+                self._enqueue(self._up_q, msg, down=False)
+                self._sync_holds()
+                return True
+        return False
 
     def _pass_up(self, msgs: list) -> None:
-        """Decrypt the ENCRYPT messages of ``msgs`` (the others are clear) and pass them up, in order."""
-        ready = []
-        for msg in msgs:
-            hdr = msg.get_header(self.id) if msg.length or self.encrypt_entire_message else None
-            if hdr is None or hdr.type != ENCRYPT_T or (not hdr.encrypt_entire_msg and msg.length == 0):
-                ready.append(msg)
-                continue
-            m = self._decrypt(msg, hdr)
-            if m is not None:
-                ready.append(m)
+        """Decrypt held ENCRYPT messages and pass them up, in order."""
+        pid = self.id
+        ready = [m for m in (self._decrypt(msg, msg.get_header(pid)) for msg in msgs) if m is not None]
         if ready:
             self.up_prot.up_batch(ready)
 
@@ -346,19 +360,23 @@ class ENCRYPT(Protocol):
             if self._draining_up:
                 return
             self._draining_up = True
+            self._sync_holds()
         try:
             while True:
                 with self._lock:
                     if not self._up_q or self._queue_up:
                         self._draining_up = False
+                        self._sync_holds()
                         return
                     batch = list(self._up_q)
                     self._up_q.clear()
                     self._up_bytes = 0
+                    self._sync_holds()
                 self._pass_up(batch)
         except BaseException:
             with self._lock:
                 self._draining_up = False
+                self._sync_holds()
             raise
 
     def _enqueue(self, q: deque, msg, down: bool) -> None:
@@ -443,6 +461,7 @@ class ENCRYPT(Protocol):
                     del self._previous[next(iter(self._previous))]
             self.cipher = cipher
             self._queue_up = self._queue_down = False
+            self._sync_holds()
             self.counters["keys_installed"] += 1
         self._cancel_requests()
         self._drain_up()

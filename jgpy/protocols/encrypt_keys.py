@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.hazmat.primitives import padding, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import padding as asym_padding
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -142,8 +143,12 @@ def algorithm_name(transformation: str) -> str:
 
 
 class SymmetricCipher:
-    """A JCE ``algorithm[/ECB[/PKCS5Padding|NoPadding]]`` cipher with one secret key; thread-safe (every call
-    makes its own encryptor). ``version`` is 2.12's key version of ``key``."""
+    """A JCE ``algorithm[/ECB[/PKCS5Padding|NoPadding]]`` cipher with one secret key; thread-safe. ``version`` is
+    2.12's key version of ``key``.
+
+    ECB keeps no state between blocks, so one encryptor and one decryptor context serve every message (each
+    call hands them whole blocks, padded here: PKCS5 is PKCS7 on 8- or 16-byte blocks): a quarter of the cost of
+    a context per message."""
 
     def __init__(self, transformation: str, key: bytes) -> None:
         parts = transformation.split("/")
@@ -155,32 +160,46 @@ class SymmetricCipher:
         if mode != "ECB" or pad not in ("PKCS5PADDING", "NOPADDING") or len(parts) > 3:
             raise ValueError(f"sym_algorithm {transformation!r}: 2.12's ENCRYPT works with ECB only (it gives its "
                              f"ciphers no IV) and PKCS5Padding or NoPadding")
-        factory, self.block_bits, sizes = SYM_ALGORITHMS[name]
+        factory, block_bits, sizes = SYM_ALGORITHMS[name]
         if len(key) not in sizes:
             raise ValueError(f"a {len(key)}-byte key does not fit {name}")
         self.transformation = transformation
         self.key = bytes(key)
+        self.block = block_bits // 8
         self.padded = pad == "PKCS5PADDING"
-        self._cipher = Cipher(factory(self.key), modes.ECB())     # noqa: S305 - 2.12's wire format
+        cipher = Cipher(factory(self.key), modes.ECB())     # noqa: S305 - 2.12's wire format
+        self._enc = cipher.encryptor()
+        self._dec = cipher.decryptor()
+        self._enc_lock = threading.Lock()
+        self._dec_lock = threading.Lock()
         self.version = key_version(self.key)
 
     def encrypt(self, data) -> bytes:
-        enc = self._cipher.encryptor()
         if self.padded:
-            p = padding.PKCS7(self.block_bits).padder()
-            return enc.update(p.update(bytes(data)) + p.finalize()) + enc.finalize()
-        return enc.update(bytes(data)) + enc.finalize()
+            k = self.block - len(data) % self.block
+            data = bytes(data) + _PADS[k]
+        elif len(data) % self.block:
+            raise ValueError("NoPadding: the plain text is not a whole number of blocks")
+        with self._enc_lock:
+            return self._enc.update(data)
 
     def decrypt(self, data) -> bytes:
         """The plain text; ValueError for a length that is not whole blocks or bad padding."""
-        dec = self._cipher.decryptor()
-        if len(data) * 8 % self.block_bits:
+        n = len(data)
+        if n % self.block or (self.padded and n == 0):
             raise ValueError("the cipher text is not a whole number of blocks")
-        plain = dec.update(bytes(data)) + dec.finalize()
+        with self._dec_lock:
+            plain = self._dec.update(data)
         if not self.padded:
             return plain
-        u = padding.PKCS7(self.block_bits).unpadder()
-        return u.update(plain) + u.finalize()
+        k = plain[-1]
+        if not 0 < k <= self.block or plain[-k:] != _PADS[k]:
+            raise ValueError("bad padding")
+        return plain[:-k]
+
+
+#: PKCS5/PKCS7 padding by its length
+_PADS = [bytes([k]) * k for k in range(33)]
 
 
 def generate_key(transformation: str, bits: int) -> bytes:
