@@ -78,6 +78,24 @@ SEQ_TWO = [Workload("seq_all_1k_2", "sequencer.xml: 1 KB multicast, both of 2 me
 SEQ_THREE = [Workload("seq_all_1k_3", "sequencer.xml: 1 KB multicast, all 3 members send", "all", 1000, 80_000,
                       8_000, 3)]
 SEQ_CONFIG = "sequencer.xml"
+#: ENCRYPT as the jar's encrypt.xml has it (below pbcast.GMS, key exchange with the coordinator, AES-128, RSA), in the
+#: jar's udp.xml: one sender of 1 KB multicasts. Not encrypt.xml itself: it has no flow control and 64 KB socket
+#: buffers, so a receiver that falls behind loses datagrams and its rate is that of NAKACK's retransmissions
+#: (hundreds to a hundred thousand messages a second from one run to the next), not of the encryption
+ENC_TWO = [Workload("enc_mcast_1k_2", "udp.xml + encrypt.xml's ENCRYPT: 1 KB multicast, 1 sender, 2 members",
+                    "mcast", 1000, 150_000, 15_000, 2)]
+
+
+def encrypt_config() -> str:
+    """``build/encrypt-udp.xml``: udp.xml with encrypt.xml's ENCRYPT element below pbcast.GMS (written each run)."""
+    from jgpy.stack.config import load_config
+    cfg = load_config("udp.xml")
+    enc = next(p for p in load_config("encrypt.xml").protocols if p.name == "ENCRYPT")
+    cfg.protocols.insert(cfg.names().index("pbcast.GMS"), enc)
+    path = ROOT / "build" / "encrypt-udp.xml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(cfg.to_xml())
+    return str(path)
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
 
@@ -261,12 +279,18 @@ def run_sequencer_rows(scale: float, reps: int, members3: bool = True, java: boo
     return records, [w for _, ws in sgs for w in ws]
 
 
+def run_encrypt_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The ENCRYPT rows (``ENC_TWO``, :func:`encrypt_config`): (records, workloads)."""
+    egs = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in ENC_TWO])]
+    return P.run_suite(egs, reps=reps, config=encrypt_config(), progress=progress, warmup=min(1.0, scale)), egs[0][1]
+
+
 def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
-        flush: bool = True, sequencer: bool = True) -> dict:
+        flush: bool = True, sequencer: bool = True, encrypt: bool = True) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
     the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
     workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
-    workloads (``seq_``)."""
+    workloads (``seq_``); ``encrypt``: the ENCRYPT workload (``enc_``, :func:`encrypt_config`)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -295,6 +319,10 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
         srecs, sws = run_sequencer_rows(scale, reps, members3, java=reason is None)
         records += srecs
         workloads += sws
+    if encrypt:
+        erecs, ews = run_encrypt_rows(scale, reps, java=reason is None)
+        records += erecs
+        workloads += ews
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "", "flush_latency": latency,
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -399,6 +427,10 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
         if t:
             add(f"sequencer.xml: throughput jgpy / Java, 1 KB multicast, {label}",
                 _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+    t = rows.get("enc_mcast_1k_2", {})
+    if t:
+        add("ENCRYPT (udp.xml + encrypt.xml's ENCRYPT): throughput jgpy / Java, 1 KB multicast",
+            _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
         add("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", p, raw, "/s")
@@ -628,10 +660,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", default="", help="write the result to this file")
     ap.add_argument("--only-flush", action="store_true", help="only the flush-udp.xml rows and the flush latency")
     ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
+    ap.add_argument("--only-encrypt", action="store_true", help="only the ENCRYPT rows (udp.xml + encrypt.xml's "
+                    "ENCRYPT)")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    if args.only_flush or args.only_sequencer:
+    if args.only_flush or args.only_sequencer or args.only_encrypt:
         reason = java_unavailable_reason()
         if reason is None:
             ensure_compiled()
@@ -639,9 +673,12 @@ def main(argv: list[str] | None = None) -> dict:
         lat: list[dict] = []
         if args.only_flush:
             recs, ws, lat = run_flush_rows(args.scale, args.reps, args.members3, java=reason is None)
+        elif args.only_encrypt:
+            recs, ws = run_encrypt_rows(args.scale, args.reps, java=reason is None)
         else:
             recs, ws = run_sequencer_rows(args.scale, args.reps, args.members3, java=reason is None)
-        result = {"config": FLUSH_CONFIG if args.only_flush else SEQ_CONFIG, "scale": args.scale, "reps": args.reps,
+        config = FLUSH_CONFIG if args.only_flush else "encrypt-udp.xml" if args.only_encrypt else SEQ_CONFIG
+        result = {"config": config, "scale": args.scale, "reps": args.reps,
                   "java": reason is None, "records": recs, "jvm": "", "flush_latency": lat, "raw": {},
                   "workloads": [w.__dict__ for w in ws], "seconds": time.time() - t0}
     else:

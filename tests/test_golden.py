@@ -17,10 +17,11 @@ import pytest
 
 from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JavaObject, JoinRsp, MergeId, MergeView, Message,
                   PayloadUUID, PingData, Range, TopologyUUID, UUID, View, ViewId, object_from_buffer, object_to_buffer)
-from jgpy.headers import (CompressHeader, CoordAnnouncement, FcHeader, FdHeader, FdSockHeader, FlushHeader,
-                          FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader, NakAckHeader, PingHeader,
-                          RequestCorrelatorHeader, SequencerHeader, SfcHeader, StableHeader, StateHeader,
+from jgpy.headers import (CompressHeader, CoordAnnouncement, EncryptHeader, FcHeader, FdHeader, FdSockHeader,
+                          FlushHeader, FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader, NakAckHeader,
+                          PingHeader, RequestCorrelatorHeader, SequencerHeader, SfcHeader, StableHeader, StateHeader,
                           StreamingStateHeader, TpHeader, Unicast2Header, UnicastHeader, VerifyHeader)
+from jgpy.protocols.encrypt_keys import key_version
 from jgpy.testing import javaorder
 from jgpy.testing.javajson import from_json, to_json
 
@@ -99,6 +100,8 @@ SAMPLES: list[tuple[str, object]] = [
     (None, StreamingStateHeader(3, 7, A, None, None, None)),
     (None, FlushHeader(0, 12, [A, B], None)), (None, FlushHeader(3, 12, None, DG5)), (None, FlushHeader(9)),
     (None, SequencerHeader(1, ViewId(A, 42))), (None, SequencerHeader(2, None)),
+    (None, EncryptHeader(0, key_version(bytes(range(16))), False)), (None, EncryptHeader(3, "\ufffd\U0001f600", True)),
+    (None, EncryptHeader(1, None, False)),
     (None, CompressHeader(123456)), (None, CoordAnnouncement(V1)), (None, CoordAnnouncement(MV)),
     (None, CoordAnnouncement(None)),
     (None, RequestCorrelatorHeader(0, 2, True, 201)), (None, RequestCorrelatorHeader(1, -9, False, 201)),

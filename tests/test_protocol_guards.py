@@ -9,11 +9,12 @@ import logging
 import pytest
 
 from jgpy import UUID, Message
-from jgpy._core.headers import (FcHeader, FdHeader, GmsHeader, HeartbeatHeader, PingHeader, StableHeader,
-                                StateHeader, VerifyHeader)
+from jgpy._core.headers import (EncryptHeader, FcHeader, FdHeader, GmsHeader, HeartbeatHeader, PingHeader,
+                                StableHeader, StateHeader, VerifyHeader)
 from jgpy._core.types import Digest, PingData
 from jgpy.protocols import discovery
 from jgpy.protocols.barrier import BARRIER
+from jgpy.protocols.encrypt import ENCRYPT
 from jgpy.protocols.fc import FC
 from jgpy.protocols.fd import FD
 from jgpy.protocols.fd_all import FD_ALL
@@ -41,6 +42,7 @@ LOOPS = [
     (UFC, "_handle_credit_msg", lambda: FcHeader(FcHeader.REPLENISH)),
     (MFC, "_handle_credit_msg", lambda: FcHeader(FcHeader.REPLENISH)),
     (FC, "_handle_fc_msg", lambda: FcHeader(FcHeader.REPLENISH)),
+    (ENCRYPT, "_control", lambda: EncryptHeader(EncryptHeader.KEY_REQUEST, None)),
 ]
 
 

@@ -295,6 +295,17 @@ HEADERS = (
                 fields=(F("type", BYTE, 1), F("tag", opt(VIEW_ID), doc="ViewId(original sender, seqno)"))),
     HeaderClass("CompressHeader", 53, "protocols.COMPRESS$CompressHeader", ("COMPRESS",),
                 doc="COMPRESS: size of the inflated payload", fields=(F("original_size", INT, 0),)),
+    HeaderClass(
+        "EncryptHeader", 57, "protocols.ENCRYPT$EncryptHeader", ("ENCRYPT",),
+        doc="ENCRYPT: an encrypted message (ENCRYPT) or the key exchange (KEY_REQUEST with the requester's X.509 "
+            "public key, SECRETKEY with the RSA-encrypted group key); ``version``: the key's MD5 as Java's "
+            "``new String(md5, \"UTF-8\")``",
+        types={"ENCRYPT": 0, "KEY_REQUEST": 1, "SERVER_PUBKEY": 2, "SECRETKEY": 3, "SECRETKEY_READY": 4},
+        fields=(
+            F("type", SHORT, 0),
+            F("version", STRING, None, doc="key version (Java's size() counts it in UTF-16 chars + 2)"),
+            F("encrypt_entire_msg", BOOL, False, doc="the payload is the encrypted Message.writeTo of the original"),
+        )),
     HeaderClass("CoordAnnouncement", 69, "protocols.MERGE3$CoordAnnouncement", ("MERGE3",),
                 doc="MERGE3 coordinator announcement", fields=(F("view", VIEW),)),
     REQUEST_CORRELATOR,
@@ -346,7 +357,6 @@ FOREIGN_CLASSES = (
     ForeignClass(34, "Address"),
     ForeignClass(38, "java.util.Vector"),
     ForeignClass(41, "java.util.Hashtable"),
-    ForeignClass(57, "protocols.ENCRYPT$EncryptHeader", ("ENCRYPT",)),
     ForeignClass(59, "protocols.FD_SIMPLE$FdHeader", ("FD_SIMPLE",)),
     ForeignClass(60, "protocols.VIEW_SYNC$ViewSyncHeader", ("VIEW_SYNC",)),
     ForeignClass(63, "mux.MuxHeader", ("mux.MuxChannel", "mux.Multiplexer")),

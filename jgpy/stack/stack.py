@@ -62,6 +62,7 @@ PROTOCOLS: dict[str, str] = {
     "CENTRAL_LOCK": "jgpy.protocols.central_lock:CENTRAL_LOCK",
     "PEER_LOCK": "jgpy.protocols.peer_lock:PEER_LOCK",
     "CENTRAL_EXECUTOR": "jgpy.protocols.central_executor:CENTRAL_EXECUTOR",
+    "ENCRYPT": "jgpy.protocols.encrypt:ENCRYPT",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}

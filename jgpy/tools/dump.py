@@ -8,7 +8,7 @@ from jgpy import DIALECT, Message, WireFormatError
 from jgpy._core import jg212
 from jgpy._core.message import flags_to_string
 from jgpy.errors import version_string
-from jgpy.headers import ExecutorHeader, LockingHeader, SequencerHeader
+from jgpy.headers import EncryptHeader, ExecutorHeader, LockingHeader, SequencerHeader
 from jgpy.protocols.executing import ExecRequest
 from jgpy.protocols.locking import LockRequest
 
@@ -32,6 +32,8 @@ def describe_message(m, index: int | None = None, what: str = "") -> list[str]:
         lines.append(f"    {protocol_label(pid)}: {hdr!r}")
         if isinstance(hdr, SequencerHeader) and hdr.type != SequencerHeader.BCAST and m.has_buffer() and not what:
             lines.extend(_describe_wrapped(m.buffer))           # one level: a wrapped message wraps nothing
+        if isinstance(hdr, EncryptHeader):
+            lines.append("      " + _describe_encrypt(hdr, m))
         if isinstance(hdr, (LockingHeader, ExecutorHeader)) and m.has_buffer():
             lines.append("      " + _describe_request(LockRequest if isinstance(hdr, LockingHeader) else ExecRequest,
                                                       m.buffer))
@@ -47,6 +49,21 @@ def _describe_wrapped(payload: bytes) -> list[str]:
     if not isinstance(inner, Message):
         return [f"      wrapped: not a message: {inner!r}"[:200]]
     return ["      " + line for line in describe_message(inner, None, "wrapped ")]
+
+
+#: what the payload of an ENCRYPT message is, by header type
+_ENCRYPT_PAYLOADS = {EncryptHeader.ENCRYPT: "cipher text", EncryptHeader.KEY_REQUEST: "the requester's X.509 RSA "
+                     "public key", EncryptHeader.SECRETKEY: "the group key, RSA-encrypted for the requester"}
+
+
+def _describe_encrypt(hdr, m) -> str:
+    """An ENCRYPT header: the key version as the bytes writeUTF sends (the raw string is mostly U+FFFD) and what
+    the payload holds."""
+    version = "none" if hdr.version is None else hdr.version.encode("utf-8", "surrogatepass").hex()
+    what = _ENCRYPT_PAYLOADS.get(hdr.type, "?")
+    if hdr.type == EncryptHeader.ENCRYPT and hdr.encrypt_entire_msg:
+        what = "cipher text of the whole message"
+    return f"key version {version}; payload: {what} ({m.length if m.has_buffer() else 0} bytes)"
 
 
 def _describe_request(kind, payload: bytes) -> str:

@@ -141,6 +141,8 @@ final class Codec {
         reg("protocols.pbcast.FLUSH$FlushHeader", f("type", T.BYTE), f("view_id", "viewID", T.LONG),
             c("flush_participants", "flushParticipants", T.ADDRS, ArrayList.class), f("digest", T.DIGEST));
         reg("protocols.SEQUENCER$SequencerHeader", f("type", T.BYTE), f("tag", T.VIEWID));
+        reg("protocols.ENCRYPT$EncryptHeader", f("type", T.SHORT), f("version", T.STRING),
+            f("encrypt_entire_msg", T.BOOL));
         reg("protocols.COMPRESS$CompressHeader", f("original_size", T.INT));
         reg("protocols.MERGE3$CoordAnnouncement", f("view", T.VIEW));
         reg("blocks.RequestCorrelator$Header", REQCORR_F);
