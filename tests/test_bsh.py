@@ -12,15 +12,12 @@ import pytest
 
 from jgpy import Channel
 from jgpy.testing.cluster import JavaMember, make_member, stock
-from jgpy.testing.java import JavaNode, udp_props, unique_group
+from jgpy.testing.java import BSH_JAR, JavaNode, udp_props, unique_group
 from tests.conftest import require_java
 from tests.test_stack_interop import Cluster, exchange
 
-BSH_JAR = "/usr/share/java/bsh.jar"
-
-
 class BshJavaMember(JavaMember):
-    node_class = functools.partial(JavaNode, extra_classpath=(BSH_JAR,))
+    node_class = functools.partial(JavaNode, extra_classpath=(str(BSH_JAR),))
 
 
 class BshCluster(Cluster):

@@ -27,10 +27,10 @@ JGPY_ONLY = {"JOURNAL", "TOTAL"}
 @pytest.fixture(scope="module")
 def java_props(java_codec) -> dict[str, dict]:
     """``{jgpy protocol name: what the jar's class accepts}`` for every protocol jgpy registers."""
-    from jgpy.testing.java import JGROUPS_JAR, ensure_compiled
+    from jgpy.testing.java import BSH_JAR, JGROUPS_JAR, ensure_compiled
 
     names = sorted(PROTOCOLS)
-    cp = f"{ensure_compiled()}{os.pathsep}{JGROUPS_JAR}"
+    cp = os.pathsep.join(map(str, (ensure_compiled(), JGROUPS_JAR, BSH_JAR)))
     out = subprocess.run(["java", "-cp", cp, "org.jgpy.interop.Props", *("org.jgroups.protocols." + n for n in names)],
                          capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
     assert len(out) == len(names), out

@@ -27,6 +27,8 @@ from jgpy.testing.children import ChildProcesses
 log = logging.getLogger(__name__)
 
 JGROUPS_JAR = Path(os.environ.get("JGPY_JGROUPS_JAR", "/usr/share/java/jgroups.jar"))
+#: BeanShell (Debian's libbsh-java): the jar's BSH protocol links against it
+BSH_JAR = Path("/usr/share/java/bsh.jar")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INTEROP_SRC = REPO_ROOT / "interop" / "src"
 MAIN_CLASS = "org.jgpy.interop.JgpyNode"
