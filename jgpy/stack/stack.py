@@ -43,6 +43,7 @@ PROTOCOLS: dict[str, str] = {
     "SIZE": "jgpy.protocols.size:SIZE",
     "TRACE": "jgpy.protocols.trace:TRACE",
     "STATS": "jgpy.protocols.stats:STATS",
+    "SFC": "jgpy.protocols.sfc:SFC",
     "MERGE2": "jgpy.protocols.merge2:MERGE2",
     "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",
     "FD_ALL": "jgpy.protocols.fd_all:FD_ALL",
