@@ -1,0 +1,155 @@
+"""The jar's own demos as real peers of jgpy members: ``org.jgroups.demos.LockServiceDemo`` (CENTRAL_LOCK) and
+``org.jgroups.demos.ExecutionServiceDemo`` (CENTRAL_EXECUTOR), typed into on stdin as a user would.
+
+Both demos load the config given with ``-props`` (without it: the jar's udp.xml, which has neither protocol)
+and join a fixed cluster ("lock-cluster", "executing-cluster"), so each test has a multicast group of its own
+(the udp.xml's system properties). The demo runs one command at a time on its main thread; after each lock
+command it prints its printLocks() (the server table, then "my locks: ..."), which the test reads."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from jgpy import Channel
+from jgpy.blocks import LockNotification, LockService
+from jgpy.stack.config import load_config
+from jgpy.testing.java import JGROUPS_JAR, interop_classes_dir
+from tests.chat_driver import LineProcess
+from tests.conftest import require_java
+from tests.fakestack import wait_until
+
+pytestmark = [pytest.mark.interop, pytest.mark.processes]
+
+LOCK_DEMO = "org.jgroups.demos.LockServiceDemo"
+EXECUTION_DEMO = "org.jgroups.demos.ExecutionServiceDemo"
+
+
+@pytest.fixture(autouse=True)
+def _java_peer():
+    require_java()
+
+
+def demo_command(main: str, config: Path, props: dict[str, str], name: str) -> list[str]:
+    """The demo ``main`` of the jar, run through the harness's PipedStdin (its stdin is a pipe: see there)."""
+    cp = os.pathsep.join([str(interop_classes_dir()), str(JGROUPS_JAR)])
+    return ["java", "-Djava.net.preferIPv4Stack=true", *(f"-D{k}={v}" for k, v in props.items()), "-cp", cp,
+            "org.jgpy.interop.PipedStdin", main, "-props", str(config), "-name", name]
+
+
+class LockDemo(LineProcess):
+    """A LockServiceDemo: ``run(line)`` types a command and returns its output, up to its "my locks:" line."""
+
+    def run(self, line: str, timeout: float = 30.0) -> list[str]:
+        start = len(self.lines)
+        self.type(line)
+        self.expect(r"my locks:", timeout)
+        return self.lines[start:self._next]
+
+    def view(self) -> str:
+        """Its view as printed ("view" changes nothing and prints the view, then the locks)."""
+        return next(x for x in self.run("view", 90) if "View: " in x).split("View: ", 1)[1]
+
+    @staticmethod
+    def my_locks(out: list[str]) -> str:
+        return out[-1].split("my locks:", 1)[1].strip()
+
+    def server_locks(self) -> dict[str, str]:
+        """Its server table ("view" is a command that changes nothing and prints the locks)."""
+        out = self.run("view")
+        table = out[out.index(next(x for x in out if x.endswith("server locks:"))) + 1:-1]
+        return dict(line.split(": ", 1) for line in table if ": " in line)
+
+
+class Recorder(LockNotification):
+    """The jgpy server's lock events."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def locked(self, lock_name: str, owner) -> None:
+        self.events.append(("locked", lock_name, str(owner)))
+
+    def unlocked(self, lock_name: str, owner) -> None:
+        self.events.append(("unlocked", lock_name, str(owner)))
+
+
+def held_by_demo(out: list[str], name: str) -> bool:
+    return re.fullmatch(rf"{name} \(J::\d+\)", LockDemo.my_locks(out)) is not None
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("demo_first", [True, False], ids=["demo-coordinator", "jgpy-coordinator"])
+def test_lock_service_demo_and_a_jgpy_member_contend(tmp_path, udp_group, demo_first):
+    props, _, _ = udp_group
+    cfg = load_config("udp.xml").insert("CENTRAL_LOCK")
+    config = tmp_path / "central-lock.xml"
+    config.write_text(cfg.to_xml())
+    ch = Channel(cfg, name="P", props=props)
+    members = ["J", "P"] if demo_first else ["P", "J"]
+    demo = None
+    try:
+        if not demo_first:
+            ch.connect("lock-cluster")
+        demo = LockDemo(demo_command(LOCK_DEMO, config, props, "J"))
+        if demo_first:
+            assert re.fullmatch(r"\[J\|0\] \[J\]", demo.view())          # answered once connected
+            ch.connect("lock-cluster")
+        wait_until(lambda: ch.view is not None and [str(m) for m in ch.view.members] == members, 60,
+                   msg=f"view {members}")
+        assert re.fullmatch(rf"\[{members[0]}\|\d+\] \[{', '.join(members)}\]", demo.view())
+        recorder = Recorder()
+        service = LockService(ch)
+        service.add_lock_listener(recorder)
+        lock = service.get_lock("L")
+
+        def released_at_the_server() -> None:
+            """With the demo as server: its table shows the last release handled before the next request
+            (2.12's handleLockRequest race, see test_lock_interop)."""
+            if demo_first:
+                wait_until(lambda: "L" not in demo.server_locks(), 10, msg="the demo's server released L")
+
+        assert held_by_demo(demo.run("lock L"), "L")                       # the demo takes L
+        assert lock.try_lock(0.5) is False                                  # jgpy waits for it in vain
+        assert LockDemo.my_locks(demo.run("unlock L")) == ""
+        released_at_the_server()
+        assert lock.try_lock(10.0)                                          # now jgpy holds it
+        if demo_first:
+            demo.expect(r'"L" locked by P::\d+', 30)                        # the demo's server granted it
+        else:
+            assert [e[0] for e in recorder.events] == ["locked", "unlocked", "locked"]
+            assert re.fullmatch(r"J::\d+", recorder.events[0][2]) and recorder.events[2][2].startswith("P::")
+        out = demo.run("trylock L")                                         # tryLock(): no
+        assert any(x.endswith('Failed locking "L"') for x in out) and not held_by_demo(out, "L")
+        out = demo.run("trylock L 300")                                     # tryLock(300 ms): no
+        assert any(x.endswith('Failed locking "L"') for x in out) and not held_by_demo(out, "L")
+        if demo_first:
+            wait_until(lambda: demo.server_locks().get("L", "").startswith("P::") and
+                       "queue" not in demo.server_locks()["L"], 10, msg="the demo's timed-out request gone")
+
+        demo.type("lock L L2")                                              # blocks on L while jgpy holds it
+        with pytest.raises(AssertionError):
+            demo.expect(r"my locks:", 1.0)
+        lock.unlock()
+        demo.expect(r"my locks:", 30)
+        assert re.search(r"L \(J::\d+\)", demo.lines[demo._next - 1])
+        assert re.search(r"L2 \(J::\d+\)", demo.lines[demo._next - 1])
+        assert lock.try_lock(0.3) is False
+        lock2 = service.get_lock("L2")
+        assert lock2.try_lock(0.3) is False
+        assert LockDemo.my_locks(demo.run("unlock all")) == ""
+        released_at_the_server()
+        assert lock.try_lock(10.0) and lock2.try_lock(10.0)
+        lock.unlock()
+        lock2.unlock()
+
+        demo.type("quit")
+        assert demo.finish(60) == 0, demo.transcript
+        wait_until(lambda: [str(m) for m in ch.view.members] == ["P"], 60, msg="the demo left")
+    finally:
+        if demo is not None:
+            demo.close()
+        ch.close()
