@@ -73,4 +73,22 @@ class JavaMapNode(JavaRpcNode):
         return self.call("dump")["entries"]
 
 
-__all__ = ["JavaMapNode", "JavaRpcNode", "PyRpcNode"]
+class JavaQueueNode(JavaRpcNode):
+    """A JVM sharing a DistributedQueue (``interop/src/org/jgpy/interop/QueueNode.java``)."""
+
+    KIND = "java-queue"
+
+    def command(self) -> list[str]:
+        return [*super().command()[:-1], "org.jgpy.interop.QueueNode"]
+
+    def connect_queue(self, cluster: str, config: str = "udp.xml", state_timeout: int = 10000) -> str:
+        self.address = self.call("connect", timeout=60, config=config, cluster=cluster, name=self.name,
+                                 state_timeout=state_timeout)["address"]
+        return self.address
+
+    def elements(self) -> list[str]:
+        """The queue's elements, each ``describe(value)``, head first."""
+        return self.call("dump")["elements"]
+
+
+__all__ = ["JavaMapNode", "JavaQueueNode", "JavaRpcNode", "PyRpcNode"]
