@@ -91,4 +91,21 @@ class JavaQueueNode(JavaRpcNode):
         return self.call("dump")["elements"]
 
 
-__all__ = ["JavaMapNode", "JavaQueueNode", "JavaRpcNode", "PyRpcNode"]
+class JavaTreeNode(JavaRpcNode):
+    """A JVM sharing a ReplicatedTree (``interop/src/org/jgpy/interop/TreeNode.java``)."""
+
+    KIND = "java-tree"
+
+    def command(self) -> list[str]:
+        return [*super().command()[:-1], "org.jgpy.interop.TreeNode"]
+
+    def connect_tree(self, cluster: str, config: str = "udp.xml") -> str:
+        self.address = self.call("connect", timeout=60, config=config, cluster=cluster, name=self.name)["address"]
+        return self.address
+
+    def nodes(self) -> list[str]:
+        """Every node below the root, ``fqn{describe(key)=describe(value),...}``, depth first in name order."""
+        return self.call("dump")["nodes"]
+
+
+__all__ = ["JavaMapNode", "JavaQueueNode", "JavaRpcNode", "JavaTreeNode", "PyRpcNode"]
