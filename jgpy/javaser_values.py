@@ -113,10 +113,10 @@ class _Converter:
             data, count = f.get("elementData"), f.get("elementCount")
             values = data.values if isinstance(data, JavaArray) and isinstance(data.values, list) else []
             n = count if isinstance(count, int) and 0 <= count <= len(values) else len(values)
-            lst = []
-            self._done[key] = lst
-            lst.extend(self.convert(x) for x in values[:n])
-            return lst
+            elements: list[Any] = []
+            self._done[key] = elements
+            elements.extend(self.convert(x) for x in values[:n])
+            return elements
         objects = [o for _, objs in obj.annotations.values() for o in objs]
         if name in _LISTS:
             lst: list[Any] = []

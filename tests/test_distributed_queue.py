@@ -5,14 +5,12 @@ either kind, a leave."""
 from __future__ import annotations
 
 import threading
-import uuid
 
 import pytest
 
 from jgpy import Channel
 from jgpy.blocks import DistributedQueue
 from jgpy.testing.cluster import wait_all
-from jgpy.testing.java import udp_props, unique_group
 from jgpy.testing.rpcnode import JavaQueueNode
 from tests.conftest import require_java
 
@@ -44,9 +42,8 @@ def described(values: list) -> list[str]:
     return [f"String({v})" if isinstance(v, str) else f"Integer({v})" for v in values]
 
 
-def test_jgpy_members_share_a_queue_and_a_joiner_gets_the_state():
-    props = udp_props(*unique_group())
-    cluster = f"dq-{uuid.uuid4().hex[:8]}"
+def test_jgpy_members_share_a_queue_and_a_joiner_gets_the_state(udp_group):
+    props, cluster, _ = udp_group
     with Channel("udp.xml", "A", props) as a, Channel("udp.xml", "B", props) as b:
         a.connect(cluster)
         qa = DistributedQueue(a)
@@ -80,10 +77,9 @@ def test_jgpy_members_share_a_queue_and_a_joiner_gets_the_state():
 
 
 @pytest.mark.interop
-def test_java_and_jgpy_members_share_a_queue_through_joins_state_and_a_leave():
+def test_java_and_jgpy_members_share_a_queue_through_joins_state_and_a_leave(udp_group):
     require_java()
-    props = udp_props(*unique_group())
-    cluster = f"dq-{uuid.uuid4().hex[:8]}"
+    props, cluster, _ = udp_group
     j1 = JavaQueueNode("J1", props)
     j2 = None
     try:
@@ -127,10 +123,9 @@ def test_java_and_jgpy_members_share_a_queue_through_joins_state_and_a_leave():
 
 
 @pytest.mark.interop
-def test_a_java_joiner_reads_a_jgpy_coordinators_state():
+def test_a_java_joiner_reads_a_jgpy_coordinators_state(udp_group):
     require_java()
-    props = udp_props(*unique_group())
-    cluster = f"dq-{uuid.uuid4().hex[:8]}"
+    props, cluster, _ = udp_group
     with Channel("udp.xml", "P0", props) as p0:
         p0.connect(cluster)
         q0 = DistributedQueue(p0)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -40,7 +42,15 @@ def demo_command(main: str, config: Path, props: dict[str, str], name: str) -> l
             "org.jgpy.interop.PipedStdin", main, "-props", str(config), "-name", name]
 
 
-class LockDemo(LineProcess):
+class Demo(LineProcess):
+    """A demo process: ``view()`` types "view" and returns the view it prints."""
+
+    def view(self) -> str:
+        self.type("view")
+        return self.expect(r"View: (.*)$", 90).group(1)
+
+
+class LockDemo(Demo):
     """A LockServiceDemo: ``run(line)`` types a command and returns its output, up to its "my locks:" line."""
 
     def run(self, line: str, timeout: float = 30.0) -> list[str]:
@@ -50,7 +60,7 @@ class LockDemo(LineProcess):
         return self.lines[start:self._next]
 
     def view(self) -> str:
-        """Its view as printed ("view" changes nothing and prints the view, then the locks)."""
+        """Its view as printed ("view" changes nothing and prints the view, then the locks: read up to them)."""
         return next(x for x in self.run("view", 90) if "View: " in x).split("View: ", 1)[1]
 
     @staticmethod
@@ -77,6 +87,40 @@ class Recorder(LockNotification):
         self.events.append(("unlocked", lock_name, str(owner)))
 
 
+@contextmanager
+def demo_and_jgpy_member(tmp_path: Path, props: dict[str, str], protocol: str, cluster: str, demo_cls: type[Demo],
+                         main: str, demo_first: bool) -> Iterator[tuple[Channel, Demo]]:
+    """The demo ``main`` ("J") and a jgpy member ("P") on the jar's udp.xml with ``protocol`` on top, the one
+    started first the coordinator; both closed at the end."""
+    cfg = load_config("udp.xml").insert(protocol)
+    config = tmp_path / f"{protocol.lower()}.xml"
+    config.write_text(cfg.to_xml())
+    ch = Channel(cfg, name="P", props=props)
+    members = ["J", "P"] if demo_first else ["P", "J"]
+    demo = None
+    try:
+        if not demo_first:
+            ch.connect(cluster)
+        demo = demo_cls(demo_command(main, config, props, "J"))
+        if demo_first:
+            assert re.fullmatch(r"\[J\|0\] \[J\]", demo.view())          # answered once connected
+            ch.connect(cluster)
+        wait_until(lambda: ch.view is not None and [str(m) for m in ch.view.members] == members, 60,
+                   msg=f"view {members}")
+        assert re.fullmatch(rf"\[{members[0]}\|\d+\] \[{', '.join(members)}\]", demo.view())
+        yield ch, demo
+    finally:
+        if demo is not None:
+            demo.close()
+        ch.close()
+
+
+def quit_demo(demo: Demo, ch: Channel) -> None:
+    demo.type("quit")
+    assert demo.finish(60) == 0, demo.transcript
+    wait_until(lambda: [str(m) for m in ch.view.members] == ["P"], 60, msg="the demo left")
+
+
 def held_by_demo(out: list[str], name: str) -> bool:
     return re.fullmatch(rf"{name} \(J::\d+\)", LockDemo.my_locks(out)) is not None
 
@@ -84,23 +128,9 @@ def held_by_demo(out: list[str], name: str) -> bool:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("demo_first", [True, False], ids=["demo-coordinator", "jgpy-coordinator"])
 def test_lock_service_demo_and_a_jgpy_member_contend(tmp_path, udp_group, demo_first):
-    props, _, _ = udp_group
-    cfg = load_config("udp.xml").insert("CENTRAL_LOCK")
-    config = tmp_path / "central-lock.xml"
-    config.write_text(cfg.to_xml())
-    ch = Channel(cfg, name="P", props=props)
-    members = ["J", "P"] if demo_first else ["P", "J"]
-    demo = None
-    try:
-        if not demo_first:
-            ch.connect("lock-cluster")
-        demo = LockDemo(demo_command(LOCK_DEMO, config, props, "J"))
-        if demo_first:
-            assert re.fullmatch(r"\[J\|0\] \[J\]", demo.view())          # answered once connected
-            ch.connect("lock-cluster")
-        wait_until(lambda: ch.view is not None and [str(m) for m in ch.view.members] == members, 60,
-                   msg=f"view {members}")
-        assert re.fullmatch(rf"\[{members[0]}\|\d+\] \[{', '.join(members)}\]", demo.view())
+    with demo_and_jgpy_member(tmp_path, udp_group[0], "CENTRAL_LOCK", "lock-cluster", LockDemo, LOCK_DEMO,
+                              demo_first) as (ch, demo):
+        assert isinstance(demo, LockDemo)
         recorder = Recorder()
         service = LockService(ch)
         service.add_lock_listener(recorder)
@@ -146,13 +176,7 @@ def test_lock_service_demo_and_a_jgpy_member_contend(tmp_path, udp_group, demo_f
         lock.unlock()
         lock2.unlock()
 
-        demo.type("quit")
-        assert demo.finish(60) == 0, demo.transcript
-        wait_until(lambda: [str(m) for m in ch.view.members] == ["P"], 60, msg="the demo left")
-    finally:
-        if demo is not None:
-            demo.close()
-        ch.close()
+        quit_demo(demo, ch)
 
 
 @pytest.mark.timeout(240)
@@ -161,25 +185,8 @@ def test_execution_service_demo_with_a_jgpy_member(tmp_path, udp_group, demo_fir
     """The demo's distributed sort (its tasks run by its own consumers: Java tasks only a JVM runs) paired by
     a jgpy coordinator, or by the demo with the jgpy member as its backup; the demo's consumers as the jgpy
     member's table shows them (the backup's copy arrives before the joiner's view: held until it)."""
-    props, _, _ = udp_group
-    cfg = load_config("udp.xml").insert("CENTRAL_EXECUTOR")
-    config = tmp_path / "central-executor.xml"
-    config.write_text(cfg.to_xml())
-    ch = Channel(cfg, name="P", props=props)
-    members = ["J", "P"] if demo_first else ["P", "J"]
-    demo = None
-    try:
-        if not demo_first:
-            ch.connect("executing-cluster")
-        demo = LineProcess(demo_command(EXECUTION_DEMO, config, props, "J"))
-        if demo_first:
-            demo.type("view")                                               # answered once connected
-            demo.expect(r"View: \[J\|0\] \[J\]$", 90)
-            ch.connect("executing-cluster")
-        wait_until(lambda: ch.view is not None and [str(m) for m in ch.view.members] == members, 60,
-                   msg=f"view {members}")
-        demo.type("view")
-        demo.expect(rf"View: \[{members[0]}\|\d+\] \[{', '.join(members)}\]$", 30)
+    with demo_and_jgpy_member(tmp_path, udp_group[0], "CENTRAL_EXECUTOR", "executing-cluster", Demo,
+                              EXECUTION_DEMO, demo_first) as (ch, demo):
         prot = ch.stack.find("CENTRAL_EXECUTOR")
         assert prot.is_coord is not demo_first
         consumers = lambda: prot.dump_stats()["consumers"]               # noqa: E731 - the coordinator's or the copy
@@ -204,11 +211,5 @@ def test_execution_service_demo_with_a_jgpy_member(tmp_path, udp_group, demo_fir
         # (whether both consumers offer themselves again afterwards is up to 2.12's ExecutionRunner: mostly one
         # does, with a Java coordinator as with jgpy's)
 
-        demo.type("quit")
-        assert demo.finish(60) == 0, demo.transcript
-        wait_until(lambda: [str(m) for m in ch.view.members] == ["P"], 60, msg="the demo left")
+        quit_demo(demo, ch)
         wait_until(lambda: consumers() == 0, 30, msg="the demo's consumers gone with it")
-    finally:
-        if demo is not None:
-            demo.close()
-        ch.close()

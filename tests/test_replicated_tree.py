@@ -4,7 +4,6 @@ strangers' and unreadable messages dropped."""
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
@@ -14,7 +13,6 @@ from jgpy.blocks import ReplicatedTree
 from jgpy.blocks.correlator import marshal_value
 from jgpy.blocks.replicated_tree import PUT, TreeRequest
 from jgpy.testing.cluster import wait_all
-from jgpy.testing.java import udp_props, unique_group
 from jgpy.testing.rpcnode import JavaTreeNode
 from tests.conftest import require_java
 
@@ -48,9 +46,10 @@ def nodes(tree: ReplicatedTree, fqn: str = "/") -> list[str]:
     return out
 
 
-def test_a_tree_alone_and_its_navigation():
-    with Channel("udp.xml", "A", udp_props(*unique_group())) as a:
-        a.connect(f"rt-{uuid.uuid4().hex[:8]}")
+def test_a_tree_alone_and_its_navigation(udp_group):
+    props, cluster, _ = udp_group
+    with Channel("udp.xml", "A", props) as a:
+        a.connect(cluster)
         t = ReplicatedTree(a, state_timeout=2000)
         ev = Events()
         t.add_listener(ev)
@@ -73,9 +72,8 @@ def test_a_tree_alone_and_its_navigation():
                           ("added", "//a//b1/"), ("modified", "/"), ("removed", "/a/b"), ("removed", "/")]
 
 
-def test_strangers_and_unreadable_messages_are_dropped():
-    props = udp_props(*unique_group())
-    cluster = f"rt-{uuid.uuid4().hex[:8]}"
+def test_strangers_and_unreadable_messages_are_dropped(udp_group):
+    props, cluster, _ = udp_group
     with Channel("udp.xml", "A", props) as a, Channel("udp.xml", "B", props) as b:
         a.connect(cluster)
         ta = ReplicatedTree(a, state_timeout=2000)
@@ -94,10 +92,9 @@ def test_strangers_and_unreadable_messages_are_dropped():
 
 
 @pytest.mark.interop
-def test_java_and_jgpy_members_share_a_tree_through_joins_state_and_a_leave():
+def test_java_and_jgpy_members_share_a_tree_through_joins_state_and_a_leave(udp_group):
     require_java()
-    props = udp_props(*unique_group())
-    cluster = f"rt-{uuid.uuid4().hex[:8]}"
+    props, cluster, _ = udp_group
     j1 = JavaTreeNode("J1", props)
     j2 = None
     try:
@@ -144,10 +141,9 @@ def test_java_and_jgpy_members_share_a_tree_through_joins_state_and_a_leave():
 
 
 @pytest.mark.interop
-def test_a_java_joiner_reads_a_jgpy_coordinators_tree():
+def test_a_java_joiner_reads_a_jgpy_coordinators_tree(udp_group):
     require_java()
-    props = udp_props(*unique_group())
-    cluster = f"rt-{uuid.uuid4().hex[:8]}"
+    props, cluster, _ = udp_group
     with Channel("udp.xml", "P0", props) as p0:
         p0.connect(cluster)
         t0 = ReplicatedTree(p0, state_timeout=3000)

@@ -16,7 +16,6 @@ Notifications (Java's ``DistributedQueue.Notification``): objects with ``entry_a
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import deque
@@ -24,13 +23,11 @@ from typing import Any, Iterable
 
 from jgpy._core.address import Address
 from jgpy._core.types import View
-from jgpy.blocks.correlator import RequestOptions, ResponseMode, marshal_value, unmarshal_value
-from jgpy.blocks.replicated_hashmap import Notifiers, StateReceiver
+from jgpy.blocks.correlator import RequestOptions, ResponseMode
+from jgpy.blocks.replicated_hashmap import Notifiers, StateReceiver, decode_state, encode_state
 from jgpy.blocks.rpc import RpcDispatcher, rpc_method
 from jgpy.channel import Channel, Receiver
 from jgpy.javaser_write import JavaCollection
-
-log = logging.getLogger(__name__)
 
 #: 2.12's internal_timeout: how long a remove() waits for the members' answers (ms)
 REMOVE_TIMEOUT = 10000
@@ -193,18 +190,11 @@ class DistributedQueue:
         self._members = new
 
     def _get_state(self) -> bytes | None:
-        try:
-            return marshal_value(JavaCollection("java.util.Vector", self.contents()), self.channel.stack.dialect)
-        except Exception:  # noqa: BLE001 - as Java: no state rather than a broken one
-            log.exception("DistributedQueue: the queue cannot be written as a Java Vector")
-            return None
+        return encode_state(JavaCollection("java.util.Vector", self.contents()), self.channel,
+                            "DistributedQueue's queue")
 
     def _set_state(self, state: bytes) -> None:
-        try:
-            items = unmarshal_value(memoryview(state), self.channel.stack.dialect)
-        except Exception:  # noqa: BLE001 - a state we cannot read: keep what we have, as Java
-            log.exception("DistributedQueue: the state cannot be read")
-            return
+        items = decode_state(state, self.channel, "DistributedQueue")
         if isinstance(items, list):
             with self._cond:
                 self._queue.clear()

@@ -54,7 +54,8 @@ class StateReceiver(Receiver):
         self.inner.suspect(addr)
 
     def get_state(self) -> bytes | None:
-        return self.owner._get_state()
+        state: bytes | None = self.owner._get_state()
+        return state
 
     def set_state(self, state: bytes) -> None:
         try:
@@ -71,6 +72,27 @@ class StateReceiver(Receiver):
         if not self.state_set.wait(state_timeout / 1000.0):
             log.warning("the state arrived but set_state() did not run within %d ms", state_timeout)
         return True
+
+
+def encode_state(value: Any, channel: Channel, what: str) -> bytes | None:
+    """``Util.objectToByteBuffer(value)`` for a state; None (logged, as Java: no state rather than a broken
+    one) when ``what`` cannot be written."""
+    try:
+        data: bytes = marshal_value(value, channel.stack.dialect)
+        return data
+    except Exception:  # noqa: BLE001 - any failure: no state
+        log.exception("%s cannot be written as Java objects", what)
+        return None
+
+
+def decode_state(state: bytes, channel: Channel, what: str) -> Any:
+    """The value of a state (``Util.objectFromByteBuffer``); None (logged) when it cannot be read: the caller
+    keeps what it has, as Java does."""
+    try:
+        return unmarshal_value(memoryview(state), channel.stack.dialect)
+    except Exception:  # noqa: BLE001 - any failure: keep what we have
+        log.exception("the state of %s cannot be read", what)
+        return None
 
 
 class Notifiers:
@@ -315,20 +337,12 @@ class ReplicatedHashMap(MutableMapping[Any, Any]):
         self._members = new
 
     def _get_state(self) -> bytes | None:
-        try:
-            return marshal_value(self.snapshot(), self.channel.stack.dialect)
-        except Exception:  # noqa: BLE001 - as Java: no state rather than a broken one
-            log.exception("ReplicatedHashMap: the map cannot be written as a Java HashMap")
-            return None
+        return encode_state(self.snapshot(), self.channel, "ReplicatedHashMap's map")
 
     def _set_state(self, state: bytes) -> None:
-        try:
-            entries = unmarshal_value(memoryview(state), self.channel.stack.dialect)
-        except Exception:  # noqa: BLE001 - a state we cannot read: keep what we have, as Java
-            log.exception("ReplicatedHashMap: the state cannot be read")
-            return
+        entries = decode_state(state, self.channel, "ReplicatedHashMap")
         if isinstance(entries, dict):
             self._put_all(entries)
 
 
-__all__ = ["Notifiers", "ReplicatedHashMap", "StateReceiver"]
+__all__ = ["Notifiers", "ReplicatedHashMap", "StateReceiver", "decode_state", "encode_state"]

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from jgpy._core.address import Address
 from jgpy._core.message import Message
 from jgpy._core.types import View
 from jgpy.blocks.correlator import marshal_value, unmarshal_value
-from jgpy.blocks.replicated_hashmap import Notifiers, StateReceiver
+from jgpy.blocks.replicated_hashmap import Notifiers, StateReceiver, decode_state, encode_state
 from jgpy.channel import Channel, Receiver
 from jgpy.javaser import JavaObject as ReadObject
 from jgpy.javaser_values import to_python
@@ -236,31 +236,20 @@ class ReplicatedTree:
     # ---- what a change does on every member (Java's _put, _remove, ...)
 
     def _put(self, fqn: str | None, data: dict[str, Any] | None) -> None:
-        if fqn is None:
-            return
-        with self._lock:
-            n, name = self._find_parent(fqn, True)
-            assert n is not None
-            if name is not None:
-                existed = n.child(name) is not None
-                n.create_child(name, fqn, n, data)
-            else:
-                existed = True
-                n.set_data(data)
-        self._listeners.notify("node_modified" if existed else "node_added", fqn)
+        if fqn is not None:
+            self._apply_put(fqn, lambda n: n.set_data(data))
 
     def _put_value(self, fqn: str | None, key: str | None, value: Any) -> None:
-        if fqn is None or key is None or value is None:
-            return
+        if fqn is not None and key is not None and value is not None:
+            self._apply_put(fqn, lambda n: n.set_value(key, value))
+
+    def _apply_put(self, fqn: str, change: Callable[[Node], None]) -> None:
+        """The node ``fqn`` made where missing (its parents too), then ``change``d; the listeners told."""
         with self._lock:
             n, name = self._find_parent(fqn, True)
             assert n is not None
-            if name is not None:
-                existed = n.child(name) is not None
-                n.create_child(name, fqn, n, None).set_value(key, value)
-            else:
-                existed = True
-                n.set_value(key, value)
+            existed = name is None or n.child(name) is not None
+            change(n.create_child(name, fqn, n, None) if name is not None else n)
         self._listeners.notify("node_modified" if existed else "node_added", fqn)
 
     def _remove(self, fqn: str | None) -> None:
@@ -329,20 +318,11 @@ class ReplicatedTree:
             self.members = list(view.members)
 
     def _get_state(self) -> bytes | None:
-        try:
-            with self._lock:
-                return marshal_value(self.root, self.channel.stack.dialect)
-        except Exception:  # noqa: BLE001 - as Java: no state rather than a broken one
-            log.exception("ReplicatedTree: the tree cannot be written as Java objects")
-            return None
+        with self._lock:
+            return encode_state(self.root, self.channel, "ReplicatedTree's tree")
 
     def _set_state(self, state: bytes) -> None:
-        try:
-            obj = unmarshal_value(memoryview(state), self.channel.stack.dialect)
-            root = _node_of(obj, None, set())
-        except Exception:  # noqa: BLE001 - a state we cannot read: keep what we have, as Java
-            log.exception("ReplicatedTree: the state cannot be read")
-            return
+        root = _node_of(decode_state(state, self.channel, "ReplicatedTree"), None, set())
         if root is None:
             return
         with self._lock:

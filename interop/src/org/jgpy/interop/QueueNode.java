@@ -1,6 +1,5 @@
 package org.jgpy.interop;
 
-import org.jgroups.JChannel;
 import org.jgroups.blocks.DistributedQueue;
 
 import java.util.ArrayList;
@@ -17,27 +16,18 @@ import java.util.Map;
  * {values: [...]}}, {@code remove} (optional {@code timeout_ms}: remove(long)), {@code reset}, {@code dump}
  * (the elements, each {@code describe(value)}, head first), {@code exit}.
  */
-public final class QueueNode {
-    private JChannel ch;
+public final class QueueNode extends ChannelNode {
     private DistributedQueue queue;
 
     public static void main(String[] args) throws Exception {
-        JsonLines.open();
-        QueueNode node=new QueueNode();
-        try {
-            JsonLines.serve(node::run, false);
-        }
-        finally {
-            if(node.ch != null) node.ch.close();
-        }
-        System.exit(0);
+        serve(new QueueNode());
     }
 
+    @Override
     Map<String,Object> run(Map<String,Object> cmd) throws Exception {
         switch((String)cmd.get("cmd")) {
             case "connect": {
-                ch=new JChannel((String)cmd.get("config"));
-                ch.setName((String)cmd.get("name"));
+                channel(cmd);
                 queue=new DistributedQueue(ch);
                 ch.connect((String)cmd.get("cluster"));
                 queue.start(cmd.get("state_timeout") == null ? 5000 : Codec.toLong(cmd.get("state_timeout"), "state_timeout"));

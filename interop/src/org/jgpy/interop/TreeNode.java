@@ -1,6 +1,5 @@
 package org.jgpy.interop;
 
-import org.jgroups.JChannel;
 import org.jgroups.blocks.ReplicatedTree;
 
 import java.io.Serializable;
@@ -21,27 +20,18 @@ import java.util.Set;
  * {@code dump} (every node below the root, {@code fqn{describe(key)=describe(value),...}} with its keys sorted,
  * depth first in name order), {@code exit}.
  */
-public final class TreeNode {
-    private JChannel ch;
+public final class TreeNode extends ChannelNode {
     private ReplicatedTree tree;
 
     public static void main(String[] args) throws Exception {
-        JsonLines.open();
-        TreeNode node=new TreeNode();
-        try {
-            JsonLines.serve(node::run, false);
-        }
-        finally {
-            if(node.ch != null) node.ch.close();
-        }
-        System.exit(0);
+        serve(new TreeNode());
     }
 
+    @Override
     Map<String,Object> run(Map<String,Object> cmd) throws Exception {
         switch((String)cmd.get("cmd")) {
             case "connect": {
-                ch=new JChannel((String)cmd.get("config"));
-                ch.setName((String)cmd.get("name"));
+                channel(cmd);
                 ch.connect((String)cmd.get("cluster"));
                 tree=new ReplicatedTree(ch);
                 // 2.12's ReplicatedTree(JChannel) becomes the receiver after the channel got its view: until the
