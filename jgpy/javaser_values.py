@@ -108,6 +108,15 @@ class _Converter:
             out = _EMPTY[name]()
             self._done[key] = out
             return out
+        if name in ("java.util.Vector", "java.util.Stack"):     # writeFields(): the elements are a field
+            f = _fields(obj)
+            data, count = f.get("elementData"), f.get("elementCount")
+            values = data.values if isinstance(data, JavaArray) and isinstance(data.values, list) else []
+            n = count if isinstance(count, int) and 0 <= count <= len(values) else len(values)
+            elements: list[Any] = []
+            self._done[key] = elements
+            elements.extend(self.convert(x) for x in values[:n])
+            return elements
         objects = [o for _, objs in obj.annotations.values() for o in objs]
         if name in _LISTS:
             lst: list[Any] = []

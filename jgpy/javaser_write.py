@@ -19,7 +19,7 @@ list / tuple                           ArrayList / Object[]
 dict / set, frozenset                  HashMap / HashSet (entries in Java's hash order for str and int keys)
 ``JavaArray("[I", [1, 2])``            that array (``[B [S [I [J [F [D [Z [C``, ``[Ljava.lang.Object;``,
                                        ``[Ljava.lang.String;``, ``[Ljava.lang.Class;``)
-``JavaCollection(cls, items)``         ``java.util.ArrayList``, ``LinkedList`` or ``HashSet``
+``JavaCollection(cls, items)``         ``java.util.ArrayList``, ``LinkedList``, ``HashSet`` or ``Vector``
 ``JavaMap(cls, mapping)``              ``java.util.HashMap``, ``Hashtable`` or ``TreeMap`` (natural order)
 ``JavaClass(name)``                    a ``Class`` object (``int``, ``java.lang.String``, ...)
 :class:`JavaThrowable`, an exception   a Throwable Java can read: the known JDK class (an exception from Java
@@ -176,12 +176,16 @@ _CLASS_SUIDS = {"java.lang.String": -6849794470754667710, **{d.name: d.suid for 
                 "java.lang.Number": _NUMBER.suid, "java.util.ArrayList": 8683452581122892189,
                 "java.util.HashMap": 362498820763181265, "java.util.Hashtable": 1421746759512286392,
                 "java.util.LinkedList": 876323262645176354, "java.util.HashSet": -5024744406713321676,
-                "java.util.TreeMap": 919286545866124006, **_ARRAY_SUIDS}
+                "java.util.TreeMap": 919286545866124006, "java.util.Vector": -2767605614048989439,
+                **_ARRAY_SUIDS}
 _COLLECTIONS = {
     "java.util.ArrayList": _Desc("java.util.ArrayList", 8683452581122892189, SC_SERIALIZABLE | SC_WRITE_METHOD,
                                  (("I", "size", None),)),
     "java.util.LinkedList": _Desc("java.util.LinkedList", 876323262645176354, SC_SERIALIZABLE | SC_WRITE_METHOD),
     "java.util.HashSet": _Desc("java.util.HashSet", -5024744406713321676, SC_SERIALIZABLE | SC_WRITE_METHOD),
+    "java.util.Vector": _Desc("java.util.Vector", -2767605614048989439, SC_SERIALIZABLE | SC_WRITE_METHOD,
+                              (("I", "capacityIncrement", None), ("I", "elementCount", None),
+                               ("[", "elementData", "[Ljava/lang/Object;"))),
 }
 _MAPS = {
     "java.util.HashMap": _Desc("java.util.HashMap", 362498820763181265, SC_SERIALIZABLE | SC_WRITE_METHOD,
@@ -613,6 +617,11 @@ class ObjectWriter:
             cap = _hashmap_capacity(len(items))
             self._begin_block()
             self.write_raw(struct.pack(">ifi", cap, 0.75, len(items)))
+        elif d.name == "java.util.Vector":                   # writeObject: writeFields() only
+            self.buf += struct.pack(">ii", 0, len(items))     # capacityIncrement, elementCount
+            self._array("[Ljava.lang.Object;", tuple(items), None)     # elementData (a clone: count long)
+            self.buf.append(TC_ENDBLOCKDATA)
+            return
         elif d.name == "java.util.ArrayList":
             self.buf += struct.pack(">i", len(items))         # field size
             self._begin_block()

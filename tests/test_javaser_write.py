@@ -46,6 +46,8 @@ CASES = {
     "hashmap": {"k": 7},
     "hashtable": JavaMap("java.util.Hashtable", {"k": 7}),
     "linkedlist": JavaCollection("java.util.LinkedList", [1, 2]),
+    "vector": JavaCollection("java.util.Vector", [1, "x"]),
+    "vector_empty": JavaCollection("java.util.Vector", []),
     "hashset": {"s"},
     "treemap": JavaMap("java.util.TreeMap", {"b": 2, "a": 1}),
     "exception": JavaThrowable("java.lang.RuntimeException", "boom", _TRACE,
@@ -66,7 +68,8 @@ CASES["nested"] = [["in", 1000], _SHARED_MAP, b"\x09"]
 READ_BACK = {
     "short": -7, "byte": 5, "float": 1.5, "character": "\u00e9", "ints": [1, -2, 300000], "longs": [1, -2],
     "objects": [1, "a", None, 1, "a"], "strings": ["a", "b", "a"], "arraylist": [1, "x", 2],
-    "hashtable": {"k": 7}, "linkedlist": [1, 2], "treemap": {"a": 1, "b": 2}, "nested": [["in", 1000], {"k": 7},
+    "hashtable": {"k": 7}, "linkedlist": [1, 2], "vector": [1, "x"],
+    "vector_empty": [], "treemap": {"a": 1, "b": 2}, "nested": [["in", 1000], {"k": 7},
                                                                                           b"\x09"],
 }
 
@@ -166,7 +169,7 @@ def test_java_reads_what_we_wrote(jvm):
 
 @pytest.mark.parametrize("bad", [object(), {1: object()}, [1, 2 ** 70], JavaObject("Short", 1 << 20),
                                  JavaArray("[I", [1 << 40]), JavaArray("[Lfoo.Bar;", []),
-                                 JavaCollection("java.util.Vector", []), JavaObject("Character", "ab"),
+                                 JavaCollection("java.util.Stack", []), JavaObject("Character", "ab"),
                                  JavaMap("java.util.TreeMap", {1: 1, "a": 2})])
 def test_what_cannot_be_written_is_a_type_error(bad):
     with pytest.raises(TypeError):

@@ -33,12 +33,15 @@ PUT, PUT_IF_ABSENT, PUT_ALL, REMOVE, REMOVE_IF_EQUALS, REPLACE_IF_EXISTS, REPLAC
 _MISSING = object()
 
 
-class _MapReceiver(Receiver):
-    """The map's view and state callbacks; everything else goes to the application's receiver."""
+class StateReceiver(Receiver):
+    """A replicated structure's view and state callbacks (``owner._view``, ``owner._get_state``,
+    ``owner._set_state``); everything else goes to the application's receiver. Shared by the replicated
+    building blocks (ReplicatedHashMap, DistributedQueue, ReplicatedTree)."""
 
-    def __init__(self, owner: ReplicatedHashMap, inner: Receiver) -> None:
+    def __init__(self, owner: Any, inner: Receiver) -> None:
         self.owner = owner
         self.inner = inner
+        self.state_set = threading.Event()
 
     def receive(self, msg: Any) -> None:
         self.inner.receive(msg)
@@ -51,10 +54,74 @@ class _MapReceiver(Receiver):
         self.inner.suspect(addr)
 
     def get_state(self) -> bytes | None:
-        return self.owner._get_state()
+        state: bytes | None = self.owner._get_state()
+        return state
 
     def set_state(self, state: bytes) -> None:
-        self.owner._set_state(state)
+        try:
+            self.owner._set_state(state)
+        finally:
+            self.state_set.set()
+
+    def fetch_state(self, channel: Channel, state_timeout: int) -> bool:
+        """The state from the coordinator (``channel.getState(null, timeout)``), applied before returning;
+        False when this member is the first."""
+        self.state_set.clear()
+        if not channel.get_state(None, state_timeout):
+            return False
+        if not self.state_set.wait(state_timeout / 1000.0):
+            log.warning("the state arrived but set_state() did not run within %d ms", state_timeout)
+        return True
+
+
+def encode_state(value: Any, channel: Channel, what: str) -> bytes | None:
+    """``Util.objectToByteBuffer(value)`` for a state; None (logged, as Java: no state rather than a broken
+    one) when ``what`` cannot be written."""
+    try:
+        data: bytes = marshal_value(value, channel.stack.dialect)
+        return data
+    except Exception:  # noqa: BLE001 - any failure: no state
+        log.exception("%s cannot be written as Java objects", what)
+        return None
+
+
+def decode_state(state: bytes, channel: Channel, what: str) -> Any:
+    """The value of a state (``Util.objectFromByteBuffer``); None (logged) when it cannot be read: the caller
+    keeps what it has, as Java does."""
+    try:
+        return unmarshal_value(memoryview(state), channel.stack.dialect)
+    except Exception:  # noqa: BLE001 - any failure: keep what we have
+        log.exception("the state of %s cannot be read", what)
+        return None
+
+
+class Notifiers:
+    """Listener objects of a replicated structure: each event is an optional method, called with the event's
+    arguments; a failing one is logged and does not stop the others."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._list: list[Any] = []
+
+    def add(self, n: Any) -> None:
+        if n is not None and n not in self._list:
+            self._list.append(n)
+
+    def remove(self, n: Any) -> None:
+        if n in self._list:
+            self._list.remove(n)
+
+    def __bool__(self) -> bool:
+        return bool(self._list)
+
+    def notify(self, event: str, *args: Any) -> None:
+        for n in list(self._list):
+            fn = getattr(n, event, None)
+            if fn is not None:
+                try:
+                    fn(*args)
+                except Exception:  # noqa: BLE001 - a notifier must not break replication
+                    log.exception("%s notifier %s failed", self.what, event)
 
 
 class ReplicatedHashMap(MutableMapping[Any, Any]):
@@ -67,26 +134,20 @@ class ReplicatedHashMap(MutableMapping[Any, Any]):
         self.update_mode = ResponseMode.GET_ALL if blocking_updates else ResponseMode.GET_NONE
         self._map: dict[Any, Any] = {}
         self._lock = threading.RLock()
-        self._notifiers: list[Any] = []
+        self._notifiers = Notifiers("ReplicatedHashMap")
         self._members: list[Address] = list(channel.view.members or ()) if channel.view is not None else []
-        self._state_set = threading.Event()
         methods: dict[int, Callable[..., Any]] = {
             PUT: self._put, PUT_IF_ABSENT: self._put_if_absent, PUT_ALL: self._put_all, REMOVE: self._remove,
             REMOVE_IF_EQUALS: self._remove_if_equals, REPLACE_IF_EXISTS: self._replace,
             REPLACE_IF_EQUALS: self._replace_if_equals, CLEAR: self._clear}
-        self._receiver = _MapReceiver(self, receiver if receiver is not None else channel.receiver)
+        self._receiver = StateReceiver(self, receiver if receiver is not None else channel.receiver)
         self.disp = RpcDispatcher(channel, None, self._receiver, method_lookup=methods.get)
 
     # ---- life cycle
 
     def start(self, state_timeout: int = 5000) -> bool:
         """Fetch the map from the coordinator (state transfer); False when this member is the first."""
-        self._state_set.clear()
-        if not self.channel.get_state(None, state_timeout):
-            return False
-        if not self._state_set.wait(state_timeout / 1000.0):
-            log.warning("the state arrived but set_state() did not run within %d ms", state_timeout)
-        return True
+        return self._receiver.fetch_state(self.channel, state_timeout)
 
     def stop(self) -> None:
         """Stop replicating (the channel stays open)."""
@@ -101,12 +162,10 @@ class ReplicatedHashMap(MutableMapping[Any, Any]):
         self.update_mode = ResponseMode.GET_ALL if on else ResponseMode.GET_NONE
 
     def add_notifier(self, n: Any) -> None:
-        if n is not None and n not in self._notifiers:
-            self._notifiers.append(n)
+        self._notifiers.add(n)
 
     def remove_notifier(self, n: Any) -> None:
-        if n in self._notifiers:
-            self._notifiers.remove(n)
+        self._notifiers.remove(n)
 
     # ---- replicated changes
 
@@ -203,13 +262,7 @@ class ReplicatedHashMap(MutableMapping[Any, Any]):
     # ---- what the calls do on every member (Java's _put, _putIfAbsent, ...)
 
     def _notify(self, event: str, *args: Any) -> None:
-        for n in list(self._notifiers):
-            fn = getattr(n, event, None)
-            if fn is not None:
-                try:
-                    fn(*args)
-                except Exception:  # noqa: BLE001 - a notifier must not break replication
-                    log.exception("ReplicatedHashMap notifier %s failed", event)
+        self._notifiers.notify(event, *args)
 
     def _put(self, key: Any, value: Any) -> Any:
         with self._lock:
@@ -284,21 +337,12 @@ class ReplicatedHashMap(MutableMapping[Any, Any]):
         self._members = new
 
     def _get_state(self) -> bytes | None:
-        try:
-            return marshal_value(self.snapshot(), self.channel.stack.dialect)
-        except Exception:  # noqa: BLE001 - as Java: no state rather than a broken one
-            log.exception("ReplicatedHashMap: the map cannot be written as a Java HashMap")
-            return None
+        return encode_state(self.snapshot(), self.channel, "ReplicatedHashMap's map")
 
     def _set_state(self, state: bytes) -> None:
-        try:
-            entries = unmarshal_value(memoryview(state), self.channel.stack.dialect)
-        except Exception:  # noqa: BLE001 - a state we cannot read: keep what we have, as Java
-            log.exception("ReplicatedHashMap: the state cannot be read")
-            return
+        entries = decode_state(state, self.channel, "ReplicatedHashMap")
         if isinstance(entries, dict):
             self._put_all(entries)
-        self._state_set.set()
 
 
-__all__ = ["ReplicatedHashMap"]
+__all__ = ["Notifiers", "ReplicatedHashMap", "StateReceiver", "decode_state", "encode_state"]

@@ -7,6 +7,12 @@ coordinator; a new backup gets the whole table). When the coordinator leaves or 
 over with its copy: the locks held stay held (those of members that left are released), and every member sends
 the GRANT_LOCKs it still waits for to the new coordinator. The message format and the rest are
 :mod:`jgpy.protocols.locking`'s.
+
+A Java 2.12 coordinator has a race jgpy's has not: its ``Locking.handleLockRequest`` removes an emptied
+ServerLock from the table after leaving the lock's monitor, so a release that empties a lock, handled while
+another member's GRANT_LOCK for it waits on that monitor, can drop the lock just granted; the next GRANT_LOCK
+then makes a new one and is granted too (fixed in Java by JGRP-1660, 3.4). jgpy members cannot prevent it;
+jgpy's server handles a request and the table change under one lock.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ and arguments (JSON in a ``byte[]``) that only jgpy runs: so a task must go from
 are ``objectToByteBuffer`` values (null, Boolean, Integer/Long, Double, String, byte[]), as Java's would be;
 an exception travels as a String (jgpy-only: a Java client expects a Throwable).
 
-Where jgpy deviates (each closes a hole 2.12 has): requests from non-members are dropped; the coordinator's
-queues are bounded (``max_queued``); a runner that has no idle consumer when a task arrives rejects it at once
+Where jgpy deviates (each closes a hole 2.12 has): requests from non-members are held until a view
+names them, else dropped (:mod:`jgpy.protocols.requests`); the coordinator's queues are bounded (``max_queued``); a runner that has no idle consumer when a task arrives rejects it at once
 (2.12 blocks the thread that delivered it for up to 1000 s); a task cannot be interrupted once it runs (Python
 threads cannot be), only cancelled before a consumer took it; on a coordinator change a client asks again only
 for tasks still waiting for a consumer (2.12 also for tasks running, which then run twice).
@@ -56,7 +56,7 @@ REQUEST_MAGIC = 86              # Executing$Request in jg-magic-map.xml
 _LONG = struct.Struct(">q")
 _INT = struct.Struct(">i")
 
-DROP_COUNTERS = ("dropped_non_member", "dropped_queue_full", "rejected_no_consumer",
+DROP_COUNTERS = ("dropped_queue_full", "rejected_no_consumer",
                  "interrupts_ignored")
 
 
@@ -210,6 +210,7 @@ class Executing(RequestProtocol):
         with self.queue_lock:
             self.run_requests.clear()
             self.consumers.clear()
+        self.clear_held()
 
     # ---- the client ----
 
@@ -291,19 +292,23 @@ class Executing(RequestProtocol):
             other = theirs.popleft() if theirs else None
             if other is None and source not in mine and not self._queue_full():
                 mine.append(source)
-        if other is None:
-            self.update_backups(E.CREATE_RUN_REQUEST if is_client else E.CREATE_CONSUMER_READY, source)
-            return
-        client, consumer = (source, other) if is_client else (other, source)
-        self.send(client.address, E.CONSUMER_FOUND, consumer.request_id, consumer.address)
-        self.update_backups(E.DELETE_CONSUMER_READY if is_client else E.DELETE_RUN_REQUEST, other)
+            # the backups' copy changes in the order of the queue's: 2.12 sends them after the lock, so a
+            # DELETE (a consumer taking a request on another thread) can overtake its CREATE, and the request
+            # stays in the backups' copy for ever (seen with the jar's ExecutionServiceDemo as coordinator)
+            if other is None:
+                self.update_backups(E.CREATE_RUN_REQUEST if is_client else E.CREATE_CONSUMER_READY, source)
+            else:
+                self.update_backups(E.DELETE_CONSUMER_READY if is_client else E.DELETE_RUN_REQUEST, other)
+        if other is not None:
+            client, consumer = (source, other) if is_client else (other, source)
+            self.send(client.address, E.CONSUMER_FOUND, consumer.request_id, consumer.address)
 
     def handle_consumer_unready(self, request_id: int, address: Any) -> None:
         consumer = TaskOwner(address, request_id)
         with self.queue_lock:
             if consumer in self.consumers:
                 self.consumers.remove(consumer)
-        self.update_backups(E.DELETE_CONSUMER_READY, consumer)
+            self.update_backups(E.DELETE_CONSUMER_READY, consumer)
 
     def _queue_full(self) -> bool:
         if len(self.run_requests) + len(self.consumers) < self.max_queued:
@@ -346,12 +351,12 @@ class Executing(RequestProtocol):
                 self.awaiting_consumer.append(t)
         for _, t in lost:
             self.send_to_coordinator(E.RUN_REQUEST, t.request_id, self.local_addr)
+        self.replay_held(members)
 
     def receive_request(self, req: ExecRequest, msg: Message) -> None:
         src = msg.src
         if src not in self.members:
-            self.counters["dropped_non_member"] += 1
-            self._rl.warning("non-member", "%s: dropped an executor request from non-member %s", self.local_addr, src)
+            self.hold(msg)      # until a view names the sender (a coordinator's copy to us, a joiner), or dropped
             return
         t, obj, rid = req.type, req.object, req.request
         needs_addr = t in (E.RUN_REQUEST, E.CONSUMER_READY, E.CONSUMER_UNREADY, E.CONSUMER_FOUND,
@@ -436,5 +441,5 @@ class Executing(RequestProtocol):
             d: dict[str, Any] = {"run_requests": len(self.run_requests), "consumers": len(self.consumers)}
         with self.client_lock:
             d.update(awaiting_consumer=len(self.awaiting_consumer), awaiting_return=len(self.awaiting_return))
-        d.update(self.counters, failed_msgs=self._guard.failed)
+        d.update(self.counters, held_requests=self.held_count(), failed_msgs=self._guard.failed)
         return d

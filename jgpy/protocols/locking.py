@@ -63,8 +63,7 @@ REQUEST_CLASS = "org.jgroups.protocols.Locking$Request"
 #: how often a client waiting without a timeout checks that the protocol still runs (s)
 _WAIT_SLICE = 0.5
 
-DROP_COUNTERS = ("dropped_non_member", "dropped_spoofed_owner", "dropped_table_full",
-                 "denied_table_full", "held_requests_dropped")
+DROP_COUNTERS = ("dropped_spoofed_owner", "dropped_table_full", "denied_table_full")
 
 
 class LockingError(JgpyError):
@@ -471,10 +470,6 @@ class Locking(RequestProtocol):
         to_int, 100000, "jgpy: waiting lock requests and condition waiters of all server locks together")
     max_lock_name_length = Property(
         to_int, 4096, "jgpy: the longest lock name accepted from a peer (characters); longer: dropped")
-    max_held_requests = Property(
-        to_int, 100, "jgpy: requests from senders not (yet) in the view kept until a view names them")
-    held_requests_timeout = Property(
-        to_int, 5000, "jgpy: ms such a request is kept before it is dropped")
 
     def __init__(self) -> None:
         super().__init__(DROP_COUNTERS)
@@ -488,7 +483,6 @@ class Locking(RequestProtocol):
         self.view: Any = None
         self.members: frozenset = frozenset()
         self.running = False
-        self._held: deque[tuple[float, Message]] = deque()
         self.requests_received = self.requests_sent = 0
 
     # ---- listeners ----
@@ -527,7 +521,7 @@ class Locking(RequestProtocol):
         with self.server_lock:
             self.server_locks.clear()
             self.queued = 0
-            self._held.clear()
+        self.clear_held()
         self.view, self.members = None, frozenset()
 
     # ---- events ----
@@ -577,16 +571,7 @@ class Locking(RequestProtocol):
                 sl.retain(members)
                 if sl.is_unused():
                     del self.server_locks[name]
-            held = list(self._held)
-            self._held.clear()
-        now = time.monotonic()
-        for when, msg in held:
-            if msg.src in members:
-                self._guard.each([msg], self.receive_message)
-            elif now - when < self.held_requests_timeout / 1000:
-                self._hold(msg, when)
-            else:
-                self.counters["held_requests_dropped"] += 1
+        self.replay_held(members)
 
     # ---- client side ----
 
@@ -692,7 +677,7 @@ class Locking(RequestProtocol):
     def receive_request(self, req: LockRequest, msg: Message) -> None:
         src = msg.src
         if src not in self.members:
-            self._hold(msg, time.monotonic())
+            self.hold(msg)
             return
         if (req.type in _OWN_REQUESTS and req.owner.address != src and src != self.local_addr) or \
                 (req.type in _RESPONSES and req.owner.address != self.local_addr):
@@ -702,15 +687,6 @@ class Locking(RequestProtocol):
             return
         self.requests_received += 1
         self.handle_request(req, src)
-
-    def _hold(self, msg: Message, when: float) -> None:
-        with self.server_lock:
-            if len(self._held) < self.max_held_requests:
-                self._held.append((when, msg))
-                return
-        self.counters["dropped_non_member"] += 1
-        self._rl.warning("non-member", "%s: dropped a lock request from non-member %s (%d so far)", self.local_addr,
-                         msg.src, self.counters["dropped_non_member"])
 
     def handle_request(self, req: LockRequest, src: Any) -> None:
         t = req.type
@@ -808,7 +784,7 @@ class Locking(RequestProtocol):
     def dump_stats(self) -> dict[str, Any]:
         with self.server_lock:
             d: dict[str, Any] = {"server_locks": len(self.server_locks), "queued": self.queued,
-                                 "held_requests": len(self._held)}
+                                 "held_requests": self.held_count()}
         with self.client_locks_lock:
             d["client_locks"] = sum(len(o) for o in self.client_locks.values())
         d.update(self.counters, requests_received=self.requests_received, requests_sent=self.requests_sent,

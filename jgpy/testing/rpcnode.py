@@ -73,4 +73,39 @@ class JavaMapNode(JavaRpcNode):
         return self.call("dump")["entries"]
 
 
-__all__ = ["JavaMapNode", "JavaRpcNode", "PyRpcNode"]
+class JavaQueueNode(JavaRpcNode):
+    """A JVM sharing a DistributedQueue (``interop/src/org/jgpy/interop/QueueNode.java``)."""
+
+    KIND = "java-queue"
+
+    def command(self) -> list[str]:
+        return [*super().command()[:-1], "org.jgpy.interop.QueueNode"]
+
+    def connect_queue(self, cluster: str, config: str = "udp.xml", state_timeout: int = 10000) -> str:
+        self.address = self.call("connect", timeout=60, config=config, cluster=cluster, name=self.name,
+                                 state_timeout=state_timeout)["address"]
+        return self.address
+
+    def elements(self) -> list[str]:
+        """The queue's elements, each ``describe(value)``, head first."""
+        return self.call("dump")["elements"]
+
+
+class JavaTreeNode(JavaRpcNode):
+    """A JVM sharing a ReplicatedTree (``interop/src/org/jgpy/interop/TreeNode.java``)."""
+
+    KIND = "java-tree"
+
+    def command(self) -> list[str]:
+        return [*super().command()[:-1], "org.jgpy.interop.TreeNode"]
+
+    def connect_tree(self, cluster: str, config: str = "udp.xml") -> str:
+        self.address = self.call("connect", timeout=60, config=config, cluster=cluster, name=self.name)["address"]
+        return self.address
+
+    def nodes(self) -> list[str]:
+        """Every node below the root, ``fqn{describe(key)=describe(value),...}``, depth first in name order."""
+        return self.call("dump")["nodes"]
+
+
+__all__ = ["JavaMapNode", "JavaQueueNode", "JavaRpcNode", "JavaTreeNode", "PyRpcNode"]

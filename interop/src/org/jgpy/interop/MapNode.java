@@ -1,6 +1,5 @@
 package org.jgpy.interop;
 
-import org.jgroups.JChannel;
 import org.jgroups.blocks.ReplicatedHashMap;
 
 import java.io.Serializable;
@@ -19,31 +18,22 @@ import java.util.Map;
  * RpcNode's arguments: {@code [type, value]}), {@code remove {key}}, {@code putAll {entries: [[k, v]...]}},
  * {@code clear}, {@code dump} (the entries, each {@code describe(key)=describe(value)}, sorted), {@code exit}.
  */
-public final class MapNode {
-    private JChannel ch;
+public final class MapNode extends ChannelNode {
     private ReplicatedHashMap<Serializable,Serializable> map;
 
     public static void main(String[] args) throws Exception {
-        JsonLines.open();
-        MapNode node=new MapNode();
-        try {
-            JsonLines.serve(node::run, false);
-        }
-        finally {
-            if(node.ch != null) node.ch.close();
-        }
-        System.exit(0);
+        serve(new MapNode());
     }
 
     static Serializable value(Object spec) {
         return (Serializable)RpcNode.typed(spec, new Class<?>[1])[0];
     }
 
+    @Override
     Map<String,Object> run(Map<String,Object> cmd) throws Exception {
         switch((String)cmd.get("cmd")) {
             case "connect": {
-                ch=new JChannel((String)cmd.get("config"));
-                ch.setName((String)cmd.get("name"));
+                channel(cmd);
                 ch.connect((String)cmd.get("cluster"));
                 map=new ReplicatedHashMap<Serializable,Serializable>(ch);
                 map.setBlockingUpdates(cmd.get("blocking") != null && Codec.toBool(cmd.get("blocking"), "blocking"));

@@ -21,6 +21,7 @@ import java.util.LinkedList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.Vector;
 
 /**
  * Java serialization goldens for jgpy's writer ({@code jgpy/javaser_write.py}, {@code tests/test_javaser_write.py}).
@@ -60,6 +61,8 @@ public final class SerGolden {
         Hashtable<Object,Object> ht=new Hashtable<>(); ht.put("k", 7);
         c.put("hashtable", ht);
         c.put("linkedlist", new LinkedList<Object>(Arrays.asList(1, 2)));
+        c.put("vector", new Vector<Object>(Arrays.asList(1, "x")).clone());    // DistributedQueue's state
+        c.put("vector_empty", new Vector<Object>().clone());
         HashSet<Object> hs=new HashSet<>(); hs.add("s");
         c.put("hashset", hs);
         TreeMap<Object,Object> tm=new TreeMap<>(); tm.put("a", 1); tm.put("b", 2);
