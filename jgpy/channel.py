@@ -54,6 +54,7 @@ from jgpy._core.types import View
 from jgpy.errors import JgpyError
 from jgpy.protocols.pbcast.flush import start_flush_with_retries
 from jgpy.stack.config import StackConfig
+from jgpy.stack.diagnostics import ChannelProbeHandler
 from jgpy.stack.events import ConnectArg, Event, EventType, StateTransferInfo
 from jgpy.stack.promise import Promise
 from jgpy.stack.protocol import Protocol
@@ -75,6 +76,11 @@ def _batch_receive(receiver: Receiver) -> Callable[[list[Message]], None] | None
     if fn is None or fn is Receiver.receive_batch:
         return None
     return receiver.receive_batch
+
+
+def _jgpy_version() -> str:
+    from jgpy import __version__
+    return __version__
 
 
 class ChannelError(JgpyError):
@@ -337,6 +343,9 @@ class Channel:
             self.stack.cluster_name = str(cluster_name)
             self.stack.local_addr = address
             self.stack.start(self.name)
+            register = getattr(self.stack.transport, "register_probe_handler", None)
+            if register is not None:                               # answers probes: jmx, info, ...
+                register(ChannelProbeHandler(self, f"jgpy {_jgpy_version()} (JGroups 2.12.2.Final dialect)"))
             self._down_msg = self.stack.protocols[-1].down_msg   # protocols may install C send paths at start
             self._send_core.relink()
             try:

@@ -23,8 +23,10 @@ from jgpy._core.message import Message
 from jgpy._core.sync import Handoff
 from jgpy._core.transport import TransportCore
 from jgpy._core.wire import utf_encode
+from jgpy.stack.diagnostics import DiagnosticsHandler, TransportProbeHandler
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.executor import Wakeup
+from jgpy.stack.netutil import resolve_bind_addr
 from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import CoreProperty, Property, ignored, to_bool, to_int, to_size, to_str
 from jgpy.stack.protocol import Protocol
@@ -117,6 +119,10 @@ class TP(TransportCore, Protocol):
                                            "stream and bundled (-1: bundle every regular multicast; needs "
                                            "enable_bundling)",
                                            system_property=("jgpy.multicast_stream_gap_us",))
+    enable_diagnostics = Property(to_bool, True, "answer probes (JGroups' probe tool, python -m jgpy probe) on "
+                                  "diagnostics_addr:diagnostics_port (jgpy: joined on bind_addr's interface only)")
+    diagnostics_addr = Property(to_str, "224.0.75.75", "multicast group of the probes")
+    diagnostics_port = Property(to_int, 7500, "port of the probes")
     max_bundle_size = Property(to_size, 64000, "max size of a bundle datagram")
     max_bundle_timeout = Property(to_int, 20, "max ms a message waits in the bundler (jgpy sends as soon as the "
                                   "sender pauses, so this is only an upper bound)")
@@ -158,9 +164,6 @@ class TP(TransportCore, Protocol):
     IGNORED_PROPERTIES = {
         "thread_naming_pattern": ignored("thread names are fixed (jgpy-*)"),
         "timer_type": ignored("one timer implementation"),
-        "enable_diagnostics": ignored("no probe responder yet: use python -m jgpy sniff"),
-        "diagnostics_addr": ignored("no probe responder yet"),
-        "diagnostics_port": ignored("no probe responder yet"),
         "bundler_type": ignored("one bundler: send when the sender pauses or max_bundle_size is reached"),
         "singleton_name": ignored("no shared transports"),
         "receive_on_all_interfaces": ignored("binds to bind_addr only"),
@@ -188,6 +191,7 @@ class TP(TransportCore, Protocol):
         self._removal_times: dict[Any, float] = {}
         self._rl = RateLimitedLog(self.log)
         self._loopback: Loopback | None = None
+        self.diagnostics: DiagnosticsHandler | None = None
         self.counters = {"msgs_sent": 0, "bytes_sent": 0, "msgs_received": 0, "datagrams_received": 0,
                          "dropped_version": 0, "dropped_malformed": 0, "dropped_other_cluster": 0,
                          "dropped_no_tp_header": 0, "dropped_own_mcast": 0, "dropped_no_physical_addr": 0,
@@ -198,8 +202,34 @@ class TP(TransportCore, Protocol):
         self._loopback = Loopback(self, f"jgpy-loopback-{port}")
         self.dialect = self.stack.dialect
         self.loopback_queue = self._loopback.queue
+        if self.enable_diagnostics:
+            self._start_diagnostics()
+
+    def _start_diagnostics(self) -> None:
+        handler = DiagnosticsHandler(self.diagnostics_addr, self.diagnostics_port,
+                                     lambda: getattr(self.stack, "cluster_name", None))
+        handler.register(TransportProbeHandler(self))
+        try:
+            handler.start(resolve_bind_addr(self.bind_addr))
+        except OSError as e:
+            self.log.warning("%s: no diagnostics (probe) responder on %s:%d: %s", self.NAME, self.diagnostics_addr,
+                             self.diagnostics_port, e)
+            return
+        self.diagnostics = handler
+
+    def register_probe_handler(self, handler) -> None:
+        """Answer probes with ``handler`` too (the channel's: jmx, info, ...); nothing without diagnostics."""
+        if self.diagnostics is not None:
+            self.diagnostics.register(handler)
+
+    def unregister_probe_handler(self, handler) -> None:
+        if self.diagnostics is not None:
+            self.diagnostics.unregister(handler)
 
     def stop(self) -> None:
+        diag, self.diagnostics = self.diagnostics, None
+        if diag is not None:
+            diag.stop()
         lb, self._loopback = self._loopback, None
         self.loopback_queue = None
         if lb is not None:
