@@ -17,7 +17,7 @@ import pytest
 
 from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JavaObject, JoinRsp, MergeId, MergeView, Message,
                   PayloadUUID, PingData, Range, TopologyUUID, UUID, View, ViewId, object_from_buffer, object_to_buffer)
-from jgpy.headers import (CompressHeader, CoordAnnouncement, FcHeader, FdHeader, FdSockHeader, FlushHeader,
+from jgpy.headers import (AuthHeader, CompressHeader, CoordAnnouncement, FcHeader, FdHeader, FdSockHeader, FlushHeader,
                           FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader, NakAckHeader, PingHeader,
                           RequestCorrelatorHeader, SequencerHeader, SfcHeader, StableHeader, StateHeader,
                           StreamingStateHeader, TpHeader, Unicast2Header, UnicastHeader, VerifyHeader)
@@ -99,7 +99,13 @@ SAMPLES: list[tuple[str, object]] = [
     (None, StreamingStateHeader(3, 7, A, None, None, None)),
     (None, FlushHeader(0, 12, [A, B], None)), (None, FlushHeader(3, 12, None, DG5)), (None, FlushHeader(9)),
     (None, SequencerHeader(1, ViewId(A, 42))), (None, SequencerHeader(2, None)),
-    (None, CompressHeader(123456)), (None, CoordAnnouncement(V1)), (None, CoordAnnouncement(MV)),
+    (None, CompressHeader(123456)), (None, CompressHeader(-1)),
+    (None, AuthHeader(("org.jgroups.auth.SimpleToken", "chris"))), (None, AuthHeader(("org.jgroups.auth.MD5Token", None))),
+    (None, AuthHeader(("org.jgroups.auth.MD5Token", "\u00e9t\u00e9"))),
+    (None, AuthHeader(("org.jgroups.auth.FixedMembershipToken", "emptyToken"))),
+    (None, AuthHeader(("org.jgroups.auth.RegexMembership", None))),
+    (None, AuthHeader(("org.jgroups.auth.X509Token", bytes(range(256))))),
+    (None, CoordAnnouncement(V1)), (None, CoordAnnouncement(MV)),
     (None, CoordAnnouncement(None)),
     (None, RequestCorrelatorHeader(0, 2, True, 201)), (None, RequestCorrelatorHeader(1, -9, False, 201)),
     (None, MultiDestinationHeader(0, 3, True, 201, [B, C])), (None, MultiDestinationHeader(0, 3, False, 201, None)),
