@@ -1,0 +1,149 @@
+"""COMPRESS: the jar's compress.xml unchanged in mixed clusters (a Java and a jgpy coordinator, 1 KB compressible
+messages both ways, multicast and unicast), Deflater's bytes, and compressed payloads that lie: wrong sizes,
+corrupt and truncated streams, deflate bombs (counted and dropped, memory bounded, the rest of the batch
+delivered)."""
+
+from __future__ import annotations
+
+import tracemalloc
+import zlib
+
+import pytest
+
+from jgpy import Message, UUID
+from jgpy.headers import CompressHeader
+from jgpy.protocols.compress import COMPRESS
+from jgpy.testing.cluster import check_fifo, stock
+from tests.conftest import require_java
+from tests.fakestack import FakeStack
+from tests.test_stack_interop import Cluster
+
+pytestmark = pytest.mark.timeout(300)
+
+ID = 19                                  # COMPRESS's protocol id (jg-protocol-ids.xml)
+TEXT = b"JGroups 2.12 compress.xml: the same words again and again. " * 18          # ~1 KB, compressible
+
+
+def _stack(**props) -> FakeStack:
+    prot = COMPRESS()
+    for k, v in {"min_size": 10, **props}.items():
+        setattr(prot, k, v)
+    return FakeStack(prot, loopback=False)
+
+
+def test_down_deflates_as_javas_deflater_and_only_when_it_saves():
+    s = _stack()
+    try:
+        s.send(Message(None, TEXT))
+        s.send(Message(None, b"short"))                                   # below min_size
+        noise = bytes((i * 7919 + (i >> 3) * 104729) & 0xFF for i in range(600))
+        incompressible = zlib.compress(noise, 9)
+        s.send(Message(None, incompressible))                             # deflating it saves nothing
+        sent = s.tp.sent
+        assert sent[0].msg.get_header(ID) == CompressHeader(len(TEXT))
+        assert sent[0].msg.buffer == zlib.compress(TEXT, 9)               # zlib framing: Deflater's default
+        assert sent[0].msg.buffer[:2] == b"\x78\xda"
+        assert sent[1].msg.get_header(ID) is None and sent[1].msg.buffer == b"short"
+        assert sent[2].msg.get_header(ID) is None and sent[2].msg.buffer == incompressible
+        assert s.prot.dump_stats()["compressed"] == 1 and s.prot.dump_stats()["not_smaller"] == 1
+        s.tp.inject_datagrams([x.data for x in sent])                     # and back up: the originals
+        assert [m.buffer for m in s.top.wait_messages(3)] == [TEXT, b"short", incompressible]
+        assert s.top.messages[0].get_header(ID) == CompressHeader(len(TEXT))   # a copy, header kept (2.12)
+    finally:
+        s.close()
+
+
+def _compressed(size: int, claimed: int, data: bytes | None = None) -> Message:
+    m = Message(None, data if data is not None else zlib.compress(TEXT[:size]), UUID(1, 2))
+    m.put_header(ID, CompressHeader(claimed))
+    return m
+
+
+def _bomb(mb: int) -> bytes:
+    """``mb`` MB of zeros deflated, without ever holding them."""
+    co = zlib.compressobj(9)
+    chunk = bytes(1 << 20)
+    return b"".join([co.compress(chunk) for _ in range(mb)] + [co.flush()])
+
+
+def test_lying_payloads_are_counted_and_dropped_alone_and_memory_stays_bounded():
+    s = _stack(max_uncompressed_size=4 << 20)
+    bomb = _bomb(64)
+    good = _compressed(len(TEXT), len(TEXT))
+    try:
+        batch = [
+            _compressed(len(TEXT), len(TEXT) + 1),                     # claims more than it inflates to
+            _compressed(len(TEXT), len(TEXT) - 1),                     # claims less
+            _compressed(0, len(TEXT), zlib.compress(TEXT)[:30]),       # truncated stream
+            _compressed(0, len(TEXT), b"\x78\xda" + bytes(range(200))),  # corrupt
+            _compressed(0, len(TEXT), b"not zlib at all"),
+            _compressed(len(TEXT), -5),                                # negative (2.12: NegativeArraySizeException)
+            _compressed(len(TEXT), 2_000_000_000),                     # far beyond what 1 KB can inflate to
+            _compressed(0, 5 << 20, bomb),                             # above max_uncompressed_size
+            _compressed(0, 4 << 20, bomb),                             # a bomb: inflated up to its claim only
+            _compressed(0, 1000, bomb),
+            good,
+        ]
+        tracemalloc.start()
+        s.tp.inject(batch)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert [m.buffer for m in s.top.messages] == [TEXT]
+        st = s.prot.dump_stats()
+        assert (st["dropped_size_mismatch"], st["dropped_corrupt"], st["dropped_bad_size"]) == (5, 2, 3), st
+        assert st["uncompressed"] == 1 and st["failed_msgs"] == 0
+        assert peak < 12 << 20, f"inflating the bombs peaked at {peak >> 20} MB"
+    finally:
+        s.close()
+
+
+def test_a_header_without_payload_goes_up_as_2_12_passes_it():
+    s = _stack()
+    try:
+        m = Message(None, None, UUID(1, 2))
+        m.put_header(ID, CompressHeader(100))
+        s.tp.inject([m])
+        assert s.top.messages == [m]
+    finally:
+        s.close()
+
+
+# ---- mixed clusters on compress.xml ----
+
+def _prefix(name: str) -> bytes:
+    return name.encode() + b"|" + TEXT
+
+
+def _send(m, count: int, dest_name: str | None = None) -> None:
+    if m.kind == "java":
+        m.node.send(payload=_prefix(m.name), dest=dest_name, count=count, numbered=True, timeout=120)
+        return
+    dest = m.address_of(dest_name) if dest_name else None
+    for i in range(count):
+        m.channel.send(dest, _prefix(m.name) + f":{i}".encode())
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("kinds", ["JPP", "PJJ"])
+def test_mixed_cluster_on_compress_xml(kinds):
+    require_java()
+    c = Cluster(kinds, config=stock("compress.xml"))
+    try:
+        c.start()
+        c.assert_agreement()
+        n, u = 30, 5
+        for i, m in enumerate(c.members):
+            _send(m, n)
+            _send(m, u, c.members[(i + 1) % len(c.members)].name)
+        expected = {_prefix(m.name).decode("latin-1"): n for m in c.members}
+        for m in c.members:
+            assert m.wait_received(n * len(c.members), timeout=60), f"{m.name}: {m.received.count()}"
+            assert m.wait_received(u, unicast=True, timeout=60)
+            assert not check_fifo(m.received.by_sender, expected), m.name
+        for m in c.members:
+            if m.kind == "jgpy":
+                st = m.stats()["COMPRESS"]
+                assert st["compressed"] >= n + u and st["uncompressed"] >= n * len(c.members) + u, st
+                assert st["dropped_size_mismatch"] == st["dropped_corrupt"] == st["dropped_bad_size"] == 0
+    finally:
+        c.close()
