@@ -334,3 +334,18 @@ def test_hostile_joiners_are_refused_counted_and_the_coordinator_stays_well():
     finally:
         late.close()
         coord.close()
+
+
+def test_the_decoder_shows_auth_headers():
+    from jgpy.headers import TpHeader
+    from jgpy.tools.dump import describe_datagram
+    lines = []
+    for token in ((SIMPLE, "chris"), ("org.jgroups.auth.X509Token", bytes(range(200)))):
+        m = Message(UUID(1, 2), None, UUID(3, 4))
+        m.put_header(ID_AUTH, AuthHeader(token))
+        m.put_header(21, TpHeader("c"))
+        lines += describe_datagram(DIALECT.encode_message(m))
+    text = "\n".join(lines)
+    assert "AUTH(33): AuthHeader(token=('org.jgroups.auth.SimpleToken', 'chris'))" in text
+    assert "AUTH(33): AuthHeader(token=('org.jgroups.auth.X509Token', 200 bytes 000102030405060708090a0b0c0d0e0f...))" \
+        in text

@@ -147,3 +147,18 @@ def test_mixed_cluster_on_compress_xml(kinds):
                 assert st["dropped_size_mismatch"] == st["dropped_corrupt"] == st["dropped_bad_size"] == 0
     finally:
         c.close()
+
+
+def test_the_decoder_shows_what_a_compressed_payload_inflates_to():
+    from jgpy import DIALECT
+    from jgpy.headers import TpHeader
+    from jgpy.tools.dump import describe_datagram
+    good, bomb = _compressed(len(TEXT), len(TEXT)), _compressed(0, 1 << 30, _bomb(2))
+    lines = []
+    for m in (good, bomb):
+        m.put_header(21, TpHeader("c"))
+        lines += describe_datagram(DIALECT.encode_message(m))
+    text = "\n".join(lines)
+    assert f"COMPRESS(19): CompressHeader(original_size={len(TEXT)})" in text
+    assert f"inflated: {len(TEXT)} bytes {TEXT[:32].hex()}..." in text
+    assert "inflated: NOT INFLATABLE: claims 1073741824 bytes" in text

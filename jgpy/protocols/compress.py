@@ -41,6 +41,25 @@ ZLIB_OVERHEAD = 64
 DROP_COUNTERS = ("dropped_bad_size", "dropped_corrupt", "dropped_size_mismatch")
 
 
+def inflate(payload: Any, original_size: int, max_size: int) -> tuple[bytes | None, tuple[str, str]]:
+    """``(the payload inflated, ("", ""))`` if it is a complete zlib stream of exactly ``original_size`` bytes, else
+    ``(None, (drop counter, why))``; never inflates more than ``original_size`` + 1 bytes, nor anything when the
+    claim is negative, above ``max_size`` or above what deflate can produce from ``len(payload)`` bytes."""
+    length = len(payload)
+    if original_size < 0 or original_size > max_size or original_size > length * MAX_DEFLATE_RATIO + ZLIB_OVERHEAD:
+        return None, ("dropped_bad_size", f"claims {original_size} bytes from {length}")
+    inflater = zlib.decompressobj()
+    try:
+        data = inflater.decompress(payload, original_size + 1)         # never more than the claim + 1
+    except zlib.error:
+        return None, ("dropped_corrupt", "not a zlib stream")
+    if len(data) != original_size or not inflater.eof:
+        more = "more than " if len(data) > original_size else ""
+        return None, ("dropped_size_mismatch", f"inflates to {more}{len(data)} bytes "
+                      f"({'complete' if inflater.eof else 'incomplete'}), claims {original_size}")
+    return data, ("", "")
+
+
 class COMPRESS(Protocol):
     NAME = "COMPRESS"
     IGNORED_PROPERTIES = {"pool_size": ignored("2.12's pool of Deflaters/Inflaters; jgpy uses a fresh zlib object "
@@ -108,19 +127,10 @@ class COMPRESS(Protocol):
             self.up_prot.up_batch(out)
 
     def _inflate(self, msg: Message, original_size: int) -> Message | None:
-        length = msg.length
-        if original_size < 0 or original_size > self.max_uncompressed_size or \
-                original_size > length * MAX_DEFLATE_RATIO + ZLIB_OVERHEAD:
-            return self._drop("dropped_bad_size", msg, f"claims {original_size} bytes from {length}")
-        inflater = zlib.decompressobj()
-        try:
-            data = inflater.decompress(msg.payload, original_size + 1)    # never more than the claim + 1
-        except zlib.error:
-            return self._drop("dropped_corrupt", msg, "not a zlib stream")
-        if len(data) != original_size or not inflater.eof:
-            return self._drop("dropped_size_mismatch", msg,
-                              f"inflates to {'more than ' if len(data) > original_size else ''}{len(data)} bytes "
-                              f"({'complete' if inflater.eof else 'incomplete'}), claims {original_size}")
+        data, problem = inflate(msg.payload, original_size, self.max_uncompressed_size)
+        if data is None:
+            counter, why = problem
+            return self._drop(counter, msg, why)
         copy = msg.copy(False)                      # 2.12 copies too (JGRP-867): the received one stays as it was
         copy.set_buffer(data)
         self.uncompressed_msgs += 1
