@@ -78,6 +78,11 @@ SEQ_TWO = [Workload("seq_all_1k_2", "sequencer.xml: 1 KB multicast, both of 2 me
 SEQ_THREE = [Workload("seq_all_1k_3", "sequencer.xml: 1 KB multicast, all 3 members send", "all", 1000, 80_000,
                       8_000, 3)]
 SEQ_CONFIG = "sequencer.xml"
+#: the jar's unchanged compress.xml (COMPRESS above GMS, min_size 10, level 9): the perf payloads are a header and
+#: zeros, so every message is deflated by its sender and inflated by every receiver (1 KB -> about 25 bytes)
+COMPRESS_TWO = [Workload("compress_mcast_1k_2", "compress.xml: 1 KB multicast, 1 sender, 2 members", "mcast", 1000,
+                         100_000, 10_000, 2)]
+COMPRESS_CONFIG = "compress.xml"
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
 
@@ -261,12 +266,19 @@ def run_sequencer_rows(scale: float, reps: int, members3: bool = True, java: boo
     return records, [w for _, ws in sgs for w in ws]
 
 
+def run_compress_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The compress.xml rows (Java, jgpy and mixed clusters of 2): (records, workloads)."""
+    cgs = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in COMPRESS_TWO])]
+    records = P.run_suite(cgs, reps=reps, config=COMPRESS_CONFIG, progress=progress, warmup=min(1.0, scale))
+    return records, [w for _, ws in cgs for w in ws]
+
+
 def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
-        flush: bool = True, sequencer: bool = True) -> dict:
+        flush: bool = True, sequencer: bool = True, compress: bool = True) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
     the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
     workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
-    workloads (``seq_``)."""
+    workloads (``seq_``); ``compress``: the compress.xml workload (``compress_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -295,6 +307,10 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
         srecs, sws = run_sequencer_rows(scale, reps, members3, java=reason is None)
         records += srecs
         workloads += sws
+    if compress:
+        crecs, cws = run_compress_rows(scale, reps, java=reason is None)
+        records += crecs
+        workloads += cws
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "", "flush_latency": latency,
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -394,6 +410,14 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     if t:
         add("tcp.xml: round-trip p99 jgpy / Java, 100 B", _med(t.get("jgpy"), "rtt_p99_us"),
             _med(t.get("java"), "rtt_p99_us"), "us")
+    t = rows.get("compress_mcast_1k_2", {})
+    if t:
+        add("compress.xml: throughput jgpy / Java, 1 KB multicast", _med(t.get("jgpy"), "recv_msgs_per_s"),
+            _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+        for mixed, label in zip(_mixed(t), ("Java sends", "jgpy sends")):
+            if mixed:
+                add(f"compress.xml: mixed ({label}) / Java, 1 KB multicast", _med(mixed, "recv_msgs_per_s"),
+                    _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     for key, label in (("seq_all_1k_2", "both of 2 send"), ("seq_all_1k_3", "all 3 send")):
         t = rows.get(key, {})
         if t:
@@ -628,10 +652,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", default="", help="write the result to this file")
     ap.add_argument("--only-flush", action="store_true", help="only the flush-udp.xml rows and the flush latency")
     ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
+    ap.add_argument("--only-compress", action="store_true", help="only the compress.xml rows")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    if args.only_flush or args.only_sequencer:
+    if args.only_flush or args.only_sequencer or args.only_compress:
         reason = java_unavailable_reason()
         if reason is None:
             ensure_compiled()
@@ -639,9 +664,12 @@ def main(argv: list[str] | None = None) -> dict:
         lat: list[dict] = []
         if args.only_flush:
             recs, ws, lat = run_flush_rows(args.scale, args.reps, args.members3, java=reason is None)
+        elif args.only_compress:
+            recs, ws = run_compress_rows(args.scale, args.reps, java=reason is None)
         else:
             recs, ws = run_sequencer_rows(args.scale, args.reps, args.members3, java=reason is None)
-        result = {"config": FLUSH_CONFIG if args.only_flush else SEQ_CONFIG, "scale": args.scale, "reps": args.reps,
+        config = FLUSH_CONFIG if args.only_flush else COMPRESS_CONFIG if args.only_compress else SEQ_CONFIG
+        result = {"config": config, "scale": args.scale, "reps": args.reps,
                   "java": reason is None, "records": recs, "jvm": "", "flush_latency": lat, "raw": {},
                   "workloads": [w.__dict__ for w in ws], "seconds": time.time() - t0}
     else:
