@@ -167,3 +167,23 @@ def test_the_decoder_shows_what_a_compressed_payload_inflates_to():
     assert f"COMPRESS(19): CompressHeader(original_size={len(TEXT)})" in text
     assert f"inflated: {len(TEXT)} bytes {TEXT[:32].hex()}..." in text
     assert "inflated: NOT INFLATABLE: claims 1073741824 bytes" in text
+
+
+def test_libz_called_directly_and_pythons_zlib_agree(monkeypatch):
+    """Small payloads go to libz holding the GIL (jgpy.protocols.zlib_direct), others through zlib: the same
+    decisions either way."""
+    from jgpy.protocols import compress, zlib_direct
+    if zlib_direct._LIB is None:
+        pytest.skip("no loadable libz: only the zlib path exists here")
+    stream = zlib.compress(TEXT)
+    cases = [(stream, len(TEXT)), (stream, len(TEXT) + 1), (stream, len(TEXT) - 1), (stream, 0), (stream[:30], 1000),
+             (stream[:-1], len(TEXT)), (b"\x78\xda" + bytes(range(100)), 1000), (b"junk", 5), (b"", 4),
+             (stream + b"trailing", len(TEXT)), (_bomb(1), 60_000)]
+    direct = [compress.inflate(p, n, 1 << 20) for p, n in cases]
+    out = [zlib_direct.deflate(TEXT[:n], 9) for n in (10, 100, 1000)] + [zlib_direct.deflate(bytes(range(256)), 9)]
+    monkeypatch.setattr(zlib_direct, "_LIB", None)
+    assert [compress.inflate(p, n, 1 << 20) for p, n in cases] == direct
+    assert direct[0] == (TEXT, ("", "")) and direct[-2] == (TEXT, ("", ""))      # trailing bytes ignored (Java too)
+    again = [zlib_direct.deflate(TEXT[:n], 9) for n in (10, 100, 1000)] + [zlib_direct.deflate(bytes(range(256)), 9)]
+    assert [None if x is None else zlib.decompress(x) for x in out] == \
+        [None if x is None else zlib.decompress(x) for x in again] == [None, TEXT[:100], TEXT[:1000], None]

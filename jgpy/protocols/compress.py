@@ -9,7 +9,8 @@ otherwise the message goes down unchanged. As in 2.12 the message itself is chan
 2.12 deflates with a 32 KB window whatever the payload's size (and reuses pooled Deflaters, which Python cannot
 reset); jgpy sizes the window (and zlib's memory level) to the payload: a window at least as large as the
 payload finds every match the 32 KB one would, any Inflater reads the stream, and setting up a fresh deflater
-for 1 KB takes 4 us instead of 58 us. Only the zlib header's window field can differ from 2.12's bytes.
+for 1 KB takes 4 us instead of 58 us. Only the zlib header's window field can differ from 2.12's bytes. Small
+payloads are deflated and inflated without releasing the GIL (:mod:`jgpy.protocols.zlib_direct`).
 
 Up: a message with a ``CompressHeader`` is inflated into a copy that goes up in its place.
 
@@ -28,18 +29,15 @@ Where jgpy deviates (each closes a hole 2.12 has; nothing changes on the wire):
 
 from __future__ import annotations
 
-import zlib
 from typing import Any
 
 from jgpy._core.headers import CompressHeader
 from jgpy._core.message import Message
 from jgpy.protocols.guard import MessageGuard
+from jgpy.protocols.zlib_direct import deflate, inflate_at_most
 from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, ignored, to_int, to_size
 from jgpy.stack.protocol import UP_HEADER, Protocol
-
-#: zlib's window sizes (log2) and the lookahead its window keeps free (MIN_LOOKAHEAD)
-MIN_WBITS, MAX_WBITS, LOOKAHEAD = 9, 15, 262
 
 #: deflate's largest compression ratio (a run of one byte: 1032:1) and zlib's header/trailer: a stream of n
 #: bytes cannot inflate to more than this
@@ -49,13 +47,6 @@ ZLIB_OVERHEAD = 64
 DROP_COUNTERS = ("dropped_bad_size", "dropped_corrupt", "dropped_size_mismatch")
 
 
-def deflate(payload: Any, level: int) -> bytes:
-    """A zlib stream of ``payload`` at ``level``, its window just large enough for the payload."""
-    wbits = min(MAX_WBITS, max(MIN_WBITS, (len(payload) + LOOKAHEAD - 1).bit_length()))
-    deflater = zlib.compressobj(level, zlib.DEFLATED, wbits, max(1, wbits - 7))
-    return deflater.compress(payload) + deflater.flush()
-
-
 def inflate(payload: Any, original_size: int, max_size: int) -> tuple[bytes | None, tuple[str, str]]:
     """``(the payload inflated, ("", ""))`` if it is a complete zlib stream of exactly ``original_size`` bytes, else
     ``(None, (drop counter, why))``; never inflates more than ``original_size`` + 1 bytes, nor anything when the
@@ -63,15 +54,13 @@ def inflate(payload: Any, original_size: int, max_size: int) -> tuple[bytes | No
     length = len(payload)
     if original_size < 0 or original_size > max_size or original_size > length * MAX_DEFLATE_RATIO + ZLIB_OVERHEAD:
         return None, ("dropped_bad_size", f"claims {original_size} bytes from {length}")
-    inflater = zlib.decompressobj()
-    try:
-        data = inflater.decompress(payload, original_size + 1)         # never more than the claim + 1
-    except zlib.error:
+    data, complete = inflate_at_most(payload, original_size + 1)        # never more than the claim + 1
+    if data is None:
         return None, ("dropped_corrupt", "not a zlib stream")
-    if len(data) != original_size or not inflater.eof:
+    if len(data) != original_size or not complete:
         more = "more than " if len(data) > original_size else ""
         return None, ("dropped_size_mismatch", f"inflates to {more}{len(data)} bytes "
-                      f"({'complete' if inflater.eof else 'incomplete'}), claims {original_size}")
+                      f"({'complete' if complete else 'incomplete'}), claims {original_size}")
     return data, ("", "")
 
 
@@ -111,7 +100,7 @@ class COMPRESS(Protocol):
         length = msg.length
         if length >= self.min_size and length > 0:
             compressed = deflate(msg.payload, self.compression_level)
-            if len(compressed) < length:           # JGRP-1000: only when it saves something
+            if compressed is not None:             # JGRP-1000: only when it saves something
                 msg.set_buffer(compressed)
                 msg.put_header(self.id, CompressHeader(length))
                 self.compressed_msgs += 1
