@@ -31,15 +31,15 @@ class _ZStream(ctypes.Structure):
 
 
 def _load() -> Any:
-    name = ctypes.util.find_library("z")
-    if name is None:
-        return None
-    try:
-        lib = ctypes.PyDLL(name)            # PyDLL: calls keep the GIL
-        lib.zlibVersion.restype = c_char_p
-        return lib
-    except (OSError, AttributeError):
-        return None
+    for name in ("libz.so.1", "libz.dylib", None):        # None: ask ctypes.util (it may run ldconfig)
+        try:
+            lib = ctypes.PyDLL(name or ctypes.util.find_library("z") or "libz.so")   # PyDLL: calls keep the GIL
+            lib.zlibVersion.restype = c_char_p
+            lib.zlibVersion()
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 _LIB = _load()
