@@ -349,3 +349,42 @@ def test_the_decoder_shows_auth_headers():
     assert "AUTH(33): AuthHeader(token=('org.jgroups.auth.SimpleToken', 'chris'))" in text
     assert "AUTH(33): AuthHeader(token=('org.jgroups.auth.X509Token', 200 bytes 000102030405060708090a0b0c0d0e0f...))" \
         in text
+
+
+def test_merge_and_join_requests_are_checked_below_gms():
+    """Down, JOIN_REQ / MERGE_REQ get our token; up, a request without one is refused as 2.12 refuses it (a
+    JoinRsp with the reason, a MERGE_RSP marked rejected, OOB) and never reaches GMS; other GMS messages pass."""
+    from jgpy.protocols.auth import AUTH
+    from tests.fakestack import FakeStack
+    prot = AUTH()
+    prot.auth_class, prot.auth_value = SIMPLE, "chris"
+    s = FakeStack(prot, loopback=False)
+    try:
+        me, peer = s.local_addr, UUID(7, 7)
+        for t in (GmsHeader.JOIN_REQ, GmsHeader.MERGE_REQ, GmsHeader.LEAVE_REQ):
+            m = Message(peer)
+            m.put_header(14, GmsHeader(t, mbr=me))
+            s.send(m)
+        auth = [x.msg.get_header(ID_AUTH) for x in s.tp.sent]
+        assert auth == [AuthHeader((SIMPLE, "chris")), AuthHeader((SIMPLE, "chris")), None]
+        s.tp.clear()
+
+        def req(t, token=None, hdr=True):
+            m = Message(me, None, peer)
+            m.put_header(14, GmsHeader(t, mbr=peer))
+            if hdr:
+                m.put_header(ID_AUTH, AuthHeader(token))
+            return m
+        ok, view = req(GmsHeader.JOIN_REQ, (SIMPLE, "CHRIS")), req(GmsHeader.VIEW_ACK, hdr=False)
+        s.tp.inject([req(GmsHeader.MERGE_REQ, hdr=False), ok, req(GmsHeader.MERGE_REQ, (SIMPLE, "x")), view,
+                     req(GmsHeader.JOIN_REQ_WITH_STATE_TRANSFER, hdr=False)])
+        assert s.top.messages == [ok, view]
+        rsps = [(x.msg.dest, x.msg.flags & Message.OOB, x.msg.get_header(14)) for x in s.tp.sent]
+        assert [(d, bool(oob), h.type, h.merge_rejected) for d, oob, h in rsps] == [
+            (peer, True, GmsHeader.MERGE_RSP, True), (peer, True, GmsHeader.MERGE_RSP, True),
+            (peer, False, GmsHeader.JOIN_RSP, False)]
+        assert rsps[2][2].join_rsp.fail_reason == "Failed to find an AuthHeader in Message"
+        assert prot.dump_stats() == {"accepted": 1, "refused": 1, "refused_no_header": 2, "rejections_not_sent": 0,
+                                     "failed_msgs": 0}
+    finally:
+        s.close()
