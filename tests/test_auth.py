@@ -23,7 +23,7 @@ from jgpy.protocols.auth_tokens import (FixedMembershipToken, X509Token, create_
                                         java_ip_string)
 from jgpy.protocols.pbcast.gms import AuthRejectedError, JoinRejectedError
 from jgpy.testing.cluster import make_member, stock, wait_all
-from jgpy.testing.hostile import ID_GMS, MAGIC, Forger, Hdr, send_datagrams
+from jgpy.testing.hostile import Forger, auth_attacks, send_datagrams
 from jgpy.testing.java import JavaError, udp_props, unique_group
 from jgpy._core.address import IpAddress
 from tests.conftest import require_java
@@ -275,18 +275,6 @@ def test_auth_header_decoding_follows_java():
 
 # ---- a hostile joiner against a jgpy coordinator ----
 
-def _join_req(f: Forger, src, dest, auth: Hdr | None, state_transfer: bool = False) -> bytes:
-    gms = GmsHeader(GmsHeader.JOIN_REQ_WITH_STATE_TRANSFER if state_transfer else GmsHeader.JOIN_REQ, mbr=src)
-    hdrs = [Hdr(ID_GMS, MAGIC["Gms"], DIALECT.encode_header(gms))]
-    if auth is not None:
-        hdrs.insert(0, auth)
-    return f.dgram(src, hdrs, dest=dest, flags=Message.OOB)
-
-
-def _auth(token) -> Hdr:
-    return Hdr(ID_AUTH, MAGIC_AUTH, DIALECT.encode_header(AuthHeader(token)))
-
-
 def test_hostile_joiners_are_refused_counted_and_the_coordinator_stays_well():
     addr, port = unique_group()
     props = udp_props(addr, port)
@@ -299,22 +287,8 @@ def test_hostile_joiners_are_refused_counted_and_the_coordinator_stays_well():
         tp = coord.channel.stack.transport
         to = (tp.physical_addr.host, tp.physical_addr.port)
         me = coord.channel.address
-        rnd = random.Random(5)
-        f = Forger(name)
 
-        def attacks():
-            for i in range(30):
-                src = UUID(rnd.getrandbits(63), rnd.getrandbits(63))
-                yield "liar", _join_req(f, src, me, _auth((SIMPLE, f"chris{i}")))
-                yield "other-class", _join_req(f, src, me, _auth(("org.jgroups.auth.MD5Token", "chris")), True)
-                yield "unknown-class", _join_req(f, src, me, _auth(("org.evil.Token", None)))
-                yield "no-header", _join_req(f, src, me, None)
-                yield "garbage", _join_req(f, src, me, Hdr(ID_AUTH, MAGIC_AUTH, rnd.randbytes(rnd.randrange(40))))
-                yield "truncated", _join_req(f, src, me, Hdr(ID_AUTH, MAGIC_AUTH, b"\x01\x00\x1corg.jgroups.auth"))
-                yield "huge-claim", _join_req(f, src, me, Hdr(
-                    ID_AUTH, MAGIC_AUTH, struct.pack(">?H", True, 26) + b"org.jgroups.auth.X509Token" +
-                    b"\x01\x7f\xff\xff\xf0"))
-        sent = send_datagrams(attacks(), to)
+        sent = send_datagrams(auth_attacks(Forger(name), random.Random(5), me, 30), to)
         assert sum(sent.values()) == 210
         stats = lambda: coord.stats()                                          # noqa: E731
         # every refused request counted; rejection answers capped per second (the rest dropped and counted)

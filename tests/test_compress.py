@@ -187,3 +187,40 @@ def test_libz_called_directly_and_pythons_zlib_agree(monkeypatch):
     again = [zlib_direct.deflate(TEXT[:n], 9) for n in (10, 100, 1000)] + [zlib_direct.deflate(bytes(range(256)), 9)]
     assert [None if x is None else zlib.decompress(x) for x in out] == \
         [None if x is None else zlib.decompress(x) for x in again] == [None, TEXT[:100], TEXT[:1000], None]
+
+
+def test_a_live_member_drops_lying_compressed_unicasts_of_strangers():
+    """Strangers' unicasts with lying CompressHeaders (deflate bombs among them) against a member on compress.xml:
+    every one counted and dropped, memory bounded, the member keeps working."""
+    import random
+    import resource
+
+    from jgpy.testing.cluster import make_member, wait_all
+    from jgpy.testing.hostile import Forger, compress_attacks, send_datagrams
+    from jgpy.testing.java import udp_props, unique_group
+    props = udp_props(*unique_group())
+    a, b = (make_member("P", n, stock("compress.xml"), props) for n in ("P1", "P2"))
+    try:
+        name = f"compress-hostile-{random.getrandbits(32):x}"
+        a.connect(name)
+        tp = a.channel.stack.transport
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        sent = send_datagrams(compress_attacks(Forger(name), random.Random(3), a.channel.address, 5),
+                              (tp.physical_addr.host, tp.physical_addr.port), pace_every=5, pause=0.01)
+        assert sum(sent.values()) == 45
+
+        def dropped():
+            st = a.stats()["COMPRESS"]
+            return st["dropped_bad_size"] + st["dropped_corrupt"] + st["dropped_size_mismatch"]
+        assert wait_all(lambda: dropped() == 45, 30), a.stats()["COMPRESS"]
+        st = a.stats()["COMPRESS"]
+        assert st["uncompressed"] == 0 and st["failed_msgs"] == 0, st
+        grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+        assert grown_mb < 200, f"peak RSS grew by {grown_mb:.0f} MB"
+        b.connect(name)
+        assert wait_all(lambda: a.view_names() == ["P1", "P2"] == b.view_names(), 30)
+        a.channel.send(None, TEXT + b":0")
+        assert b.wait_received(1, timeout=20) and b.received.by_sender == {TEXT.decode(): [0]}
+    finally:
+        b.close()
+        a.close()
