@@ -362,3 +362,29 @@ def test_merge_and_join_requests_are_checked_below_gms():
                                      "failed_msgs": 0}
     finally:
         s.close()
+
+
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.parametrize("kinds", ["Jp", "pJ"])
+def test_a_partitioned_auth_cluster_merges_again(monkeypatch, kinds):
+    """auth_simple.xml (DISCARD added, MERGE2 sooner) split in two and healed: the MERGE_REQs carry tokens that
+    the other side's AUTH (Java's or jgpy's) accepts, and the merge completes."""
+    require_java()
+    from tests import test_merge
+    cfg = stock("auth_simple.xml").insert("DISCARD", {}, after="UDP") \
+        .with_properties("MERGE2", min_interval="3000", max_interval="6000")
+    monkeypatch.setattr(test_merge, "merge_config", lambda: cfg)
+    c = test_merge.ProcCluster(kinds)
+    try:
+        c.start()
+        assert c.agree(c.members, 30)
+        c.partition([[c.members[0]], [c.members[1]]])
+        assert wait_all(lambda: all(m.view_names() == [m.name] for m in c.members), 60), \
+            [m.view_names() for m in c.members]
+        c.heal()
+        assert c.agree(c.members, 90), [(m.view_id(), m.view_names()) for m in c.members]
+        p = next(m for m in c.members if m.kind == "jgpy")
+        assert p.stats()["AUTH"]["refused"] == 0 and p.stats()["AUTH"]["refused_no_header"] == 0
+    finally:
+        c.close()
