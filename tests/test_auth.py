@@ -388,3 +388,20 @@ def test_a_partitioned_auth_cluster_merges_again(monkeypatch, kinds):
         assert p.stats()["AUTH"]["refused"] == 0 and p.stats()["AUTH"]["refused_no_header"] == 0
     finally:
         c.close()
+
+
+def test_mutated_join_requests_with_tokens_decode_as_java_decodes_them(java_codec):
+    """The differential fuzz of tests/test_bad_input.py on JOIN_REQs carrying each token: jgpy accepts exactly the
+    mutations the Java 2.12.2 classes accept, with the same fields."""
+    from jgpy.headers import TpHeader
+    from tests.test_bad_input import differential
+    seeds = []
+    for token in ((SIMPLE, "chris"), ("org.jgroups.auth.MD5Token", "chris"),
+                  ("org.jgroups.auth.FixedMembershipToken", "emptyToken"), ("org.jgroups.auth.RegexMembership", None),
+                  ("org.jgroups.auth.X509Token", bytes(range(40)))):
+        m = Message(UUID(1, 2), None, UUID(3, 4), Message.OOB)
+        m.put_header(ID_AUTH, AuthHeader(token)).put_header(14, GmsHeader(GmsHeader.JOIN_REQ, mbr=UUID(3, 4)))
+        m.put_header(21, TpHeader("jgtest"))
+        seeds.append(DIALECT.encode_message(m))
+    disagree = differential(java_codec, seeds, 600, random.Random(7))
+    assert not disagree, f"{len(disagree)} datagrams decoded differently by jgpy and Java: {disagree[:3]}"

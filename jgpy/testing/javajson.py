@@ -81,8 +81,9 @@ def to_json(obj: Any) -> Any:
             v = getattr(obj, f.name)
             if v is not None and _rows(f):
                 d[f.json_name] = [[to_json(x) for x in row] for row in v]
-            elif v is not None and isinstance(f.wire, wirespec.Tagged):      # (class name, body): bytes as hex
-                d[f.json_name] = [v[0], _hex(v[1]) if isinstance(v[1], bytes) else v[1]]
+            elif v is not None and isinstance(f.wire, wirespec.Tagged):      # (class name, body): bytes as hex;
+                known = f.wire.body_wire(v[0]) is not None or v[0] in dict(f.wire.cases)   # a class Java does
+                d[f.json_name] = [v[0], _hex(v[1]) if isinstance(v[1], bytes) else v[1]] if known else None  # not know
             else:
                 d[f.json_name] = _list(v) if isinstance(v, tuple) else to_json(v)
         return d

@@ -922,6 +922,19 @@ final class Codec {
         return Json.obj("value", value, "hex", Json.hex(re), "consumed", consumed, "remaining", data.length - consumed);
     }
 
+    interface Encoding {byte[] get() throws Exception;}
+
+    /** A re-encoding, or null where the Java classes cannot write what they read: an AuthHeader naming a class
+     *  Java does not find has no token, and AuthHeader.writeTo throws on that (a member never re-sends one). */
+    static byte[] reencoded(Encoding e) throws Exception {
+        try {
+            return e.get();
+        }
+        catch(NullPointerException npe) {
+            return null;
+        }
+    }
+
     static Object[] decodeDatagram(byte[] data, ByteArrayInputStream bin, DataInputStream in) throws Exception {
         short version=in.readShort();
         byte flags=in.readByte();
@@ -938,7 +951,7 @@ final class Codec {
             List<Object> ml=new ArrayList<>();
             for(Message m: msgs) ml.add(toJson(m));
             v.put("messages", ml);
-            re=bytes(out -> writeMessageList(dest, src, msgs, out, multicast));
+            re=reencoded(() -> bytes(out -> writeMessageList(dest, src, msgs, out, multicast)));
         }
         else {
             Message m=new Message(false);
@@ -948,7 +961,7 @@ final class Codec {
             List<Object> ml=new ArrayList<>();
             ml.add(toJson(m));
             v.put("messages", ml);
-            re=bytes(out -> writeMessage(m, out, multicast));
+            re=reencoded(() -> bytes(out -> writeMessage(m, out, multicast)));
         }
         v.put("version", (int)version);
         v.put("tp_flags", flags & 0xff);
