@@ -96,6 +96,11 @@ def encrypt_config() -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(cfg.to_xml())
     return str(path)
+#: the jar's unchanged compress.xml (COMPRESS above GMS, min_size 10, level 9): the perf payloads are a header and
+#: zeros, so every message is deflated by its sender and inflated by every receiver (1 KB -> about 25 bytes)
+COMPRESS_TWO = [Workload("compress_mcast_1k_2", "compress.xml: 1 KB multicast, 1 sender, 2 members", "mcast", 1000,
+                         100_000, 10_000, 2)]
+COMPRESS_CONFIG = "compress.xml"
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
 
@@ -285,12 +290,20 @@ def run_encrypt_rows(scale: float, reps: int, java: bool = True) -> tuple[list, 
     return P.run_suite(egs, reps=reps, config=encrypt_config(), progress=progress, warmup=min(1.0, scale)), egs[0][1]
 
 
+def run_compress_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The compress.xml rows (Java, jgpy and mixed clusters of 2): (records, workloads)."""
+    cgs = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in COMPRESS_TWO])]
+    records = P.run_suite(cgs, reps=reps, config=COMPRESS_CONFIG, progress=progress, warmup=min(1.0, scale))
+    return records, [w for _, ws in cgs for w in ws]
+
+
 def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
-        flush: bool = True, sequencer: bool = True, encrypt: bool = True) -> dict:
+        flush: bool = True, sequencer: bool = True, encrypt: bool = True, compress: bool = True) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
     the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
     workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
-    workloads (``seq_``); ``encrypt``: the ENCRYPT workload (``enc_``, :func:`encrypt_config`)."""
+    workloads (``seq_``); ``encrypt``: the ENCRYPT workload (``enc_``, :func:`encrypt_config`); ``compress``: the
+    compress.xml workload (``compress_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -323,6 +336,10 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
         erecs, ews = run_encrypt_rows(scale, reps, java=reason is None)
         records += erecs
         workloads += ews
+    if compress:
+        crecs, cws = run_compress_rows(scale, reps, java=reason is None)
+        records += crecs
+        workloads += cws
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "", "flush_latency": latency,
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -422,6 +439,14 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     if t:
         add("tcp.xml: round-trip p99 jgpy / Java, 100 B", _med(t.get("jgpy"), "rtt_p99_us"),
             _med(t.get("java"), "rtt_p99_us"), "us")
+    t = rows.get("compress_mcast_1k_2", {})
+    if t:
+        add("compress.xml: throughput jgpy / Java, 1 KB multicast", _med(t.get("jgpy"), "recv_msgs_per_s"),
+            _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+        for mixed, label in zip(_mixed(t), ("Java sends", "jgpy sends")):
+            if mixed:
+                add(f"compress.xml: mixed ({label}) / Java, 1 KB multicast", _med(mixed, "recv_msgs_per_s"),
+                    _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     for key, label in (("seq_all_1k_2", "both of 2 send"), ("seq_all_1k_3", "all 3 send")):
         t = rows.get(key, {})
         if t:
@@ -662,10 +687,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
     ap.add_argument("--only-encrypt", action="store_true", help="only the ENCRYPT rows (udp.xml + encrypt.xml's "
                     "ENCRYPT)")
+    ap.add_argument("--only-compress", action="store_true", help="only the compress.xml rows")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    if args.only_flush or args.only_sequencer or args.only_encrypt:
+    if args.only_flush or args.only_sequencer or args.only_encrypt or args.only_compress:
         reason = java_unavailable_reason()
         if reason is None:
             ensure_compiled()
@@ -675,9 +701,12 @@ def main(argv: list[str] | None = None) -> dict:
             recs, ws, lat = run_flush_rows(args.scale, args.reps, args.members3, java=reason is None)
         elif args.only_encrypt:
             recs, ws = run_encrypt_rows(args.scale, args.reps, java=reason is None)
+        elif args.only_compress:
+            recs, ws = run_compress_rows(args.scale, args.reps, java=reason is None)
         else:
             recs, ws = run_sequencer_rows(args.scale, args.reps, args.members3, java=reason is None)
-        config = FLUSH_CONFIG if args.only_flush else "encrypt-udp.xml" if args.only_encrypt else SEQ_CONFIG
+        config = FLUSH_CONFIG if args.only_flush else "encrypt-udp.xml" if args.only_encrypt else \
+            COMPRESS_CONFIG if args.only_compress else SEQ_CONFIG
         result = {"config": config, "scale": args.scale, "reps": args.reps,
                   "java": reason is None, "records": recs, "jvm": "", "flush_latency": lat, "raw": {},
                   "workloads": [w.__dict__ for w in ws], "seconds": time.time() - t0}

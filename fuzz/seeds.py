@@ -15,7 +15,7 @@ import struct
 from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JoinRsp, MergeId, MergeView, Message, PayloadUUID,
                   PingData, Range, TopologyUUID, UUID, View, ViewId)
 from jgpy._core import jg212
-from jgpy.headers import (CompressHeader, CoordAnnouncement, FcHeader, FdHeader, FdSockHeader, FlushHeader,
+from jgpy.headers import (AuthHeader, CompressHeader, CoordAnnouncement, FcHeader, FdHeader, FdSockHeader, FlushHeader,
                           FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader, NakAckHeader, PingHeader,
                           RequestCorrelatorHeader, SequencerHeader, StableHeader, StateHeader, StreamingStateHeader,
                           TpHeader, Unicast2Header, UnicastHeader, VerifyHeader)
@@ -94,6 +94,9 @@ def _headers() -> list[tuple[int, object]]:
         (17, StateHeader(2, 4, A, digests[0], "sid")), (32, StreamingStateHeader(3, 1, B, digests[0], addrs[1], None)),
         (31, FlushHeader(1, 4, [A, B], digests[0])), (26, SequencerHeader(1, ViewId(A, 2))),
         (19, CompressHeader(1234)), (34, CoordAnnouncement(views[2])),
+        (33, AuthHeader(("org.jgroups.auth.SimpleToken", "chris"))),
+        (33, AuthHeader(("org.jgroups.auth.X509Token", bytes(range(64))))),
+        (33, AuthHeader(("org.jgroups.auth.RegexMembership", None))),
         (201, RequestCorrelatorHeader(0, 77, True, 201)), (201, MultiDestinationHeader(1, 78, False, 201, [B])),
     ]
 

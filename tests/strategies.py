@@ -171,6 +171,10 @@ def wire_values(w):
         return st.tuples(*(wire_values(f.wire) for f in w.fields))
     if isinstance(w, ws.ListOf):                 # with none=0, an empty list reads back as None
         return st.none() | st.lists(wire_values(w.elem), min_size=1 if w.none == 0 else 0, max_size=5).map(tuple)
+    if isinstance(w, ws.Tagged):     # a class Java knows (an unknown one is no token) with a body Java can write
+        def body_values(body):       # (Util.writeByteBuffer(null) throws)
+            return st.none() if body is None else small_bytes if body is ws.BYTE_BUFFER else wire_values(body)
+        return st.one_of([st.tuples(st.just(tag), body_values(body)) for tag, body in w.cases])
     raise ValueError(f"no values for {w!r}")
 
 

@@ -519,15 +519,14 @@ def _headers_fit(java_message: dict) -> bool:
                for pid, h in java_message["headers"] if jg212.MAGIC_NUMBERS.get(h.get("class")))
 
 
-def test_differential_fuzz_against_java(java_codec):
-    """Mutated datagrams: jgpy accepts exactly those the Java 2.12.2 classes accept (same fields when both do)."""
+def differential(java_codec, seeds: list[bytes], cases: int, rnd: random.Random) -> list:
+    """The datagrams, ``cases`` mutations of ``seeds``, that jgpy and the Java classes decode differently."""
     from jgpy.testing.java import JavaError
     from jgpy.testing.javajson import from_json, to_json
 
-    rnd = random.Random(99)
-    disagree = []
-    for _ in range(DIFFERENTIAL_CASES):
-        data = _mutate(rnd, rnd.choice(SEEDS))
+    disagree: list = []
+    for _ in range(cases):
+        data = _mutate(rnd, rnd.choice(seeds))
         try:
             dg = DIALECT.decode_datagram(data, check_version=False)   # the harness does not check versions
             for m in dg.messages:
@@ -550,4 +549,10 @@ def test_differential_fuzz_against_java(java_codec):
                 disagree.append(("rejected", data.hex()))
             if got != want:
                 disagree.append(("fields", data.hex()))
+    return disagree
+
+
+def test_differential_fuzz_against_java(java_codec):
+    """Mutated datagrams: jgpy accepts exactly those the Java 2.12.2 classes accept (same fields when both do)."""
+    disagree = differential(java_codec, SEEDS, DIFFERENTIAL_CASES, random.Random(99))
     assert not disagree, f"{len(disagree)} datagrams decoded differently by jgpy and Java: {disagree[:3]}"

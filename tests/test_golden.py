@@ -17,9 +17,10 @@ import pytest
 
 from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JavaObject, JoinRsp, MergeId, MergeView, Message,
                   PayloadUUID, PingData, Range, TopologyUUID, UUID, View, ViewId, object_from_buffer, object_to_buffer)
-from jgpy.headers import (CompressHeader, CoordAnnouncement, EncryptHeader, FcHeader, FdHeader, FdSockHeader,
-                          FlushHeader, FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader, NakAckHeader,
-                          PingHeader, RequestCorrelatorHeader, SequencerHeader, SfcHeader, StableHeader, StateHeader,
+from jgpy.headers import (AuthHeader, CompressHeader, CoordAnnouncement, EncryptHeader, FcHeader, FdHeader,
+                          FdSockHeader, FlushHeader, FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader,
+                          NakAckHeader, PingHeader, RequestCorrelatorHeader, SequencerHeader, SfcHeader, StableHeader,
+                          StateHeader,
                           StreamingStateHeader, TpHeader, Unicast2Header, UnicastHeader, VerifyHeader)
 from jgpy.protocols.encrypt_keys import key_version
 from jgpy.testing import javaorder
@@ -102,7 +103,13 @@ SAMPLES: list[tuple[str, object]] = [
     (None, SequencerHeader(1, ViewId(A, 42))), (None, SequencerHeader(2, None)),
     (None, EncryptHeader(0, key_version(bytes(range(16))), False)), (None, EncryptHeader(3, "\ufffd\U0001f600", True)),
     (None, EncryptHeader(1, None, False)),
-    (None, CompressHeader(123456)), (None, CoordAnnouncement(V1)), (None, CoordAnnouncement(MV)),
+    (None, CompressHeader(123456)), (None, CompressHeader(-1)),
+    (None, AuthHeader(("org.jgroups.auth.SimpleToken", "chris"))), (None, AuthHeader(("org.jgroups.auth.MD5Token", None))),
+    (None, AuthHeader(("org.jgroups.auth.MD5Token", "\u00e9t\u00e9"))),
+    (None, AuthHeader(("org.jgroups.auth.FixedMembershipToken", "emptyToken"))),
+    (None, AuthHeader(("org.jgroups.auth.RegexMembership", None))),
+    (None, AuthHeader(("org.jgroups.auth.X509Token", bytes(range(256))))),
+    (None, CoordAnnouncement(V1)), (None, CoordAnnouncement(MV)),
     (None, CoordAnnouncement(None)),
     (None, RequestCorrelatorHeader(0, 2, True, 201)), (None, RequestCorrelatorHeader(1, -9, False, 201)),
     (None, MultiDestinationHeader(0, 3, True, 201, [B, C])), (None, MultiDestinationHeader(0, 3, False, 201, None)),

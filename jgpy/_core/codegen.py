@@ -80,7 +80,7 @@ def read_expr(w: ws.Wire, label: str) -> str:
         return f"{inner} if r.boolean({_present(label)}) else None"
     if isinstance(w, ws.Body):
         return f"read_{w.cls.c_name}_body(r)"
-    if isinstance(w, ws.ListOf):
+    if isinstance(w, (ws.ListOf, ws.Tagged)):
         return f"read_{w.name}(r)"
     if isinstance(w, ws.Struct):
         return "(" + ", ".join(read_expr(f.wire, label) for f in w.fields) + ",)"
@@ -108,7 +108,7 @@ def write_stmts(w: ws.Wire, v: str, label: str) -> list[str]:
                 f"    write_{w.cls.c_name}_body(w, <{w.cls.name}?>{v})"]
     if isinstance(w, ws.Body):
         return [f"write_{w.cls.c_name}_body(w, <{w.cls.name}?>{v})"]
-    if isinstance(w, ws.ListOf):
+    if isinstance(w, (ws.ListOf, ws.Tagged)):
         return [f"write_{w.name}(w, {v})"]
     raise ValueError(f"no writer for {w!r}")
 
@@ -319,6 +319,8 @@ def py_type(w: ws.Wire, arg: bool = False) -> str:
             k, v = (py_type(f.wire) for f in w.elem.fields)
             return f"Mapping[{k}, {v}] | Iterable[{elem}] | None"
         return f"Iterable[{elem}] | None"
+    if isinstance(w, ws.Tagged):
+        return "tuple[str, Any] | None"
     return _PY_TYPES[w.kind]
 
 
@@ -460,6 +462,37 @@ def list_codec(lst: ws.ListOf) -> list[str]:
     return out
 
 
+def _tagged(spec) -> list[ws.Tagged]:
+    found: dict[str, ws.Tagged] = {}
+    for c in (*spec.DATA_CLASSES, *spec.HEADERS):
+        for f in c.all_fields:
+            if isinstance(f.wire, ws.Tagged):
+                found.setdefault(f.wire.name, f.wire)
+    return list(found.values())
+
+
+def tagged_codec(t: ws.Tagged) -> list[str]:
+    """``read_<name>``: ``(class name, body)``; ``write_<name>``: the name, then the body its class writes."""
+    label = f'b"{t.name}"'
+    out = [f"cdef object read_{t.name}(Reader r):", "    cdef Py_ssize_t start = r._pos",
+           f'    cdef object tag = r.string(b"{t.name}.class")', "    if tag is None:",
+           f'        r.fail("a null class name", b"{t.name}.class", start)']
+    for tag, wire in t.cases:
+        body = read_expr(wire, label) if wire is not None else "None"
+        out += [f"    if tag == {tag!r}:", f"        return (tag, {body})"]
+    if t.rejected:
+        out += [f"    if tag in {tuple(t.rejected)!r}:",
+                f'        r.fail(f"class {{tag}} cannot be instantiated", b"{t.name}.class", start)']
+    out += ["    return (tag, None)             # a class Java does not find: nothing more is read", "", "",
+            f"cdef int write_{t.name}(Writer w, object v) except -1:", "    if v is None:",
+            f'        raise WireFormatError("no value to write (Java cannot write a null one)", "{t.name}")',
+            "    tag, body = v", "    w.string(tag)"]
+    for tag, wire in t.cases:
+        if wire is not None:
+            out += [f"    if tag == {tag!r}:"] + _indent(write_stmts(wire, "body", label), 8)
+    return out + ["    return 0", "", ""]
+
+
 def data_codec(c: ws.DataClass) -> list[str]:
     cls = c.name
     out = [f"cdef {cls} read_{c.c_name}_body(Reader r):",
@@ -549,6 +582,8 @@ def codecs_pxi(spec, digest: str) -> str:
     out += ["", "", "# ---- lists ----", "", ""]
     for lst in _lists(spec):
         out += list_codec(lst)
+    for t in _tagged(spec):
+        out += tagged_codec(t)
     out += ["# ---- data class bodies ----", "", ""]
     for c in spec.DATA_CLASSES:
         if c.codec == "generated":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .wirespec import (ADDRESS, BOOL, BYTE, BYTE_BUFFER, GMS_VIEW, INT, LONG, OPT_SHORT_BYTES, SHORT, SHORT_BYTES,
                        STRING, USHORT, UTF, VIEW, DataClass, F, ForeignClass, HeaderClass, IP_BYTES, flagged_view,
-                       list_of, opt, struct, when)
+                       list_of, opt, struct, tagged, when)
 
 NAME = "jgroups-2.12"
 VERSION = 0x1302                     # 2.12.2: (2 << 11) + (12 << 6) + 2
@@ -160,6 +160,15 @@ NAKACK_EXTRA_STUB = '''
 
 # TOTAL's NEW_VIEW: the members that start afresh, each with the first sequence number it delivers
 TOTAL_STARTS = list_of("total_starts", struct(F("member", ADDRESS), F("seqno", LONG)), none=0)
+
+# AUTH's token (Util.writeAuthToken): the token's class name, then what that class's writeTo writes
+AUTH_TOKEN = tagged("auth_token", {
+    "org.jgroups.auth.SimpleToken": STRING,            # auth_value
+    "org.jgroups.auth.MD5Token": STRING,               # auth_value (as configured: 2.12 hashes only in a constructor)
+    "org.jgroups.auth.FixedMembershipToken": STRING,   # always "emptyToken"
+    "org.jgroups.auth.RegexMembership": None,          # writes nothing
+    "org.jgroups.auth.X509Token": BYTE_BUFFER,         # the RSA-encrypted auth_value
+}, rejected=("org.jgroups.auth.AuthToken",))           # abstract: Java's newInstance() fails
 
 REQUEST_CORRELATOR = HeaderClass(
     "RequestCorrelatorHeader", 71, "blocks.RequestCorrelator$Header", ("blocks.RequestCorrelator",),
@@ -318,6 +327,10 @@ HEADERS = (
     HeaderClass("ExecutorHeader", 85, "protocols.Executing$ExecutorHeader", ("CENTRAL_EXECUTOR",),
                 doc="CENTRAL_EXECUTOR: marks an executor request or response (the Request is the payload)",
                 fields=()),
+    HeaderClass("AuthHeader", 67, "protocols.AuthHeader", ("AUTH",),
+                doc="AUTH: the joiner's token on a JOIN_REQ / MERGE_REQ", java_size="encoded",
+                fields=(F("token", AUTH_TOKEN, doc="(class name, body): the body a str (Simple, MD5, FixedMembership), "
+                                                   "bytes (X509) or None"),)),
 
     # ---- jgpy's own headers (magic > MAX_JGROUPS_MAGIC): not in the jar, jgpy-only clusters ----
     HeaderClass(
@@ -361,7 +374,6 @@ FOREIGN_CLASSES = (
     ForeignClass(60, "protocols.VIEW_SYNC$ViewSyncHeader", ("VIEW_SYNC",)),
     ForeignClass(63, "mux.MuxHeader", ("mux.MuxChannel", "mux.Multiplexer")),
     ForeignClass(66, "blocks.PullPushAdapter$PullHeader", ("blocks.PullPushAdapter",)),
-    ForeignClass(67, "protocols.AuthHeader", ("AUTH",)),
     ForeignClass(70, "protocols.MERGEFAST$MergefastHeader", ("MERGEFAST",)),
     ForeignClass(74, "protocols.SCOPE$ScopeHeader", ("SCOPE",)),
     ForeignClass(75, "blocks.mux.MuxHeader", ("blocks.mux.MuxRequestCorrelator",)),

@@ -136,6 +136,13 @@ class Twin:
                 self.write(w, f.wire, x)
         elif isinstance(t, ws.ListOf):
             self.write_list(w, t, v)
+        elif isinstance(t, ws.Tagged):
+            if v is None:
+                raise WireFormatError("no value to write (Java cannot write a null one)", t.name)
+            tag, body = v
+            w.write_string(tag)
+            if t.body_wire(tag) is not None:
+                self.write(w, t.body_wire(tag), body)
         else:
             raise ValueError(f"no writer for {t!r}")
 
@@ -266,6 +273,13 @@ class Twin:
             if n < 0 or (n == 0 and t.none == 0):
                 return None
             return tuple(self.read(r, t.elem, depth) for _ in range(n))
+        if isinstance(t, ws.Tagged):
+            start = r.pos
+            tag = r.read_string(f"{t.name}.class")
+            if tag is None or tag in t.rejected:
+                raise WireFormatError(f"class {tag} cannot be instantiated", f"{t.name}.class", start)
+            body = t.body_wire(tag)
+            return tag, (self.read(r, body, depth) if body is not None else None)
         raise ValueError(f"no reader for {t!r}")
 
     def read_address(self, r: Reader):
@@ -306,6 +320,8 @@ class Twin:
         if h is None:
             return len(self.dialect.encode_header(hdr))
         type_value = hdr.type if h.types else None
+        if h.java_size == "encoded":
+            return len(self.encode_header(hdr))
         if h.java_size is not None:
             names = {v: k for k, v in h.types.items()}
             return h.java_size.get(names.get(type_value), h.java_size[None])

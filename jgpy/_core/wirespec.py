@@ -30,6 +30,8 @@ Wire types (``Wire.kind``), with Java's writer:
 ``flagged_view``   a MergeView subgroup: a boolean (MergeView), then the view body one level deeper
 ``struct``/``body``  list elements only: values in a row / a data class body without a presence byte
 ``ip_bytes``       an address length byte (4 or 16), then the address (IpAddress, hand-written)
+``tagged``         a class name (``Util.writeString``) that chooses the body after it (``Util.writeAuthToken``:
+                   the token's class name, then its ``writeTo``); see :class:`Tagged`
 =================  ====================================================================================
 """
 
@@ -161,6 +163,30 @@ def list_of(name: str, elem: Wire, count: Wire = SHORT, none: int = -1, negative
                   java_size=java_size, name=name)
 
 
+@dataclass(frozen=True, repr=False)
+class Tagged(Wire):
+    """A class name, then the body that class writes: read into ``(name, body)``.
+
+    ``cases``: ``((name, wire of the body or None for an empty body), ...)``. A null name and the names in
+    ``rejected`` fail (Java cannot instantiate them); any other name reads as ``(name, None)`` with nothing more
+    read (Java's ``Util.readAuthToken`` returns null for a class it cannot find and leaves its body unread).
+    ``name``: the generated ``read_<name>``/``write_<name>`` functions."""
+
+    cases: tuple = ()
+    rejected: tuple = ()
+    name: str = ""
+
+    def __repr__(self) -> str:
+        return f"Tagged({self.name})"
+
+    def body_wire(self, tag: str) -> "Wire | None":
+        return dict(self.cases).get(tag)
+
+
+def tagged(name: str, cases: dict, rejected: tuple = ()) -> Tagged:
+    return Tagged("tagged", min_size=1, cases=tuple(cases.items()), rejected=tuple(rejected), name=name)
+
+
 @dataclass(frozen=True)
 class When:
     """A field that is on the wire only for some values of the header's ``type`` (names of its type constants)."""
@@ -196,7 +222,8 @@ F = Field
 class HeaderClass:
     """A header class: fields in wire order, type constants, Java class (``org.jgroups.`` dropped), magic number,
     the protocols that file it under their own id, and Java's ``size()`` where the sum of the fields' sizes is not
-    it (``java_size``: ``{type name: size}``, ``None`` for every other type).
+    it (``java_size``: ``{type name: size}``, ``None`` for every other type; ``"encoded"``: the encoded length, as
+    ``Util.sizeOf(Streamable)`` computes it).
 
     ``base``: the header class it extends (its fields come first). ``extra``: Cython source pasted into the class
     (helper constructors), ``extra_stub``: their signatures for the class's type stub."""
@@ -209,7 +236,7 @@ class HeaderClass:
     doc: str
     types: dict[str, int] = field(default_factory=dict)
     base: "HeaderClass | None" = None
-    java_size: dict | None = None
+    java_size: dict | str | None = None
     extra: str = ""
     extra_stub: str = ""
 

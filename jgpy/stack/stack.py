@@ -61,6 +61,8 @@ PROTOCOLS: dict[str, str] = {
     "FD": "jgpy.protocols.fd:FD",
     "FC": "jgpy.protocols.fc:FC",
     "FRAG": "jgpy.protocols.frag:FRAG",
+    "AUTH": "jgpy.protocols.auth:AUTH",
+    "COMPRESS": "jgpy.protocols.compress:COMPRESS",
     "pbcast.STREAMING_STATE_TRANSFER": "jgpy.protocols.pbcast.streaming_state_transfer:STREAMING_STATE_TRANSFER",
     "JOURNAL": "jgpy.protocols.journal:JOURNAL",
     "TOTAL": "jgpy.protocols.total:TOTAL",

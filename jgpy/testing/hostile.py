@@ -26,8 +26,9 @@ from jgpy._core.jg212 import DIALECT, VERSION, encode_tcp_handshake, frame
 ID_UDP, ID_TCP = 21, 22
 ID_FRAG, ID_FRAG2, ID_PING, ID_UNICAST, ID_GMS, ID_NAKACK, ID_STABLE = 4, 5, 6, 12, 14, 15, 16
 ID_FD_SOCK, ID_FD_ALL, ID_VERIFY, ID_MFC, ID_UFC, ID_MERGE2 = 3, 29, 13, 44, 45, 0
+ID_COMPRESS, ID_AUTH = 19, 33
 MAGIC = {"Frag": 7, "Ping": 13, "Unicast": 21, "Verify": 22, "Gms": 24, "NakAck": 25, "Stable": 27,
-         "Fc": 54, "Tp": 56, "Heartbeat": 61, "FdSock": 6}
+         "Fc": 54, "Tp": 56, "Heartbeat": 61, "FdSock": 6, "Compress": 53, "Auth": 67}
 # jgpy's own TOTAL (docs/ARCHITECTURE.md: id and magic above what 2.12 uses) and its header types
 ID_TOTAL, MAGIC_TOTAL = 513, 1025
 T_BCAST, T_REQUEST, T_NEW_VIEW, T_NEW_VIEW_ACK, T_CUM_SEQ_ACK, T_RESEND, T_STABLE = 1, 2, 3, 4, 5, 7, 8
@@ -353,6 +354,62 @@ def forged_merges(f: Forger, rnd: random.Random, dest, count: int) -> Iterator[t
         yield "forged-merge-rsp", f.dgram(src, [gms_merge(7, mid)], dest)
         yield "forged-merge-view", f.dgram(src, [gms_merge(8, mid)], dest)
         yield "forged-cancel-merge", f.dgram(src, [gms_merge(9, mid)], dest)
+
+
+def _join_req(f: Forger, src, dest, auth: Hdr | None, state_transfer: bool = False) -> bytes:
+    """A JOIN_REQ (OOB, as GMS sends it) with ``auth`` as its AuthHeader (None: without one)."""
+    from jgpy.headers import GmsHeader
+    gms = GmsHeader(GmsHeader.JOIN_REQ_WITH_STATE_TRANSFER if state_transfer else GmsHeader.JOIN_REQ, mbr=src)
+    hdrs = [Hdr(ID_GMS, MAGIC["Gms"], DIALECT.encode_header(gms))]
+    if auth is not None:
+        hdrs.insert(0, auth)
+    return f.dgram(src, hdrs, dest=dest, flags=0x01)          # Message.OOB
+
+
+def auth_token(token) -> Hdr:
+    """An AuthHeader with ``token`` (class name, body)."""
+    from jgpy.headers import AuthHeader
+    return Hdr(ID_AUTH, MAGIC["Auth"], DIALECT.encode_header(AuthHeader(token)))
+
+
+def auth_attacks(f: Forger, rnd: random.Random, dest, count: int,
+                 value: str = "chris") -> Iterator[tuple[str, bytes]]:
+    """JOIN_REQs of ``count`` made-up joiners each, to an AUTH coordinator of SimpleToken ``value``: a token that
+    lies (another value, another token class, a class 2.12 does not know), none, and AuthHeaders that are
+    garbage, truncated or claim an absurd length."""
+    simple = "org.jgroups.auth.SimpleToken"
+    x509 = struct.pack(">?H", True, 26) + b"org.jgroups.auth.X509Token"
+    for i in range(count):
+        src = stranger(rnd)
+        yield "auth-liar", _join_req(f, src, dest, auth_token((simple, f"{value}{i}")))
+        yield "auth-other-class", _join_req(f, src, dest, auth_token(("org.jgroups.auth.MD5Token", value)), True)
+        yield "auth-unknown-class", _join_req(f, src, dest, auth_token(("org.evil.Token", None)))
+        yield "auth-no-header", _join_req(f, src, dest, None)
+        yield "auth-garbage", _join_req(f, src, dest, Hdr(ID_AUTH, MAGIC["Auth"], rnd.randbytes(rnd.randrange(40))))
+        yield "auth-truncated", _join_req(f, src, dest, Hdr(ID_AUTH, MAGIC["Auth"], b"\x01\x00\x1corg.jgroups.auth"))
+        yield "auth-absurd-length", _join_req(f, src, dest, Hdr(ID_AUTH, MAGIC["Auth"], x509 + b"\x01\x7f\xff\xff\xf0"))
+
+
+def compress_attacks(f: Forger, rnd: random.Random, dest, count: int) -> Iterator[tuple[str, bytes]]:
+    """Unicasts (UNICAST seqnos 1, 2, ...) of ``count`` made-up members whose CompressHeader lies: a size other
+    than the stream's, negative or absurd sizes, a corrupt or truncated stream, a deflate bomb (32 MB of zeros in
+    32 KB) claiming 1 KB, 30 MB or 2 GB."""
+    import zlib
+    text = b"compress me " * 100
+    stream = zlib.compress(text)
+    co = zlib.compressobj(9)
+    bomb = b"".join([co.compress(bytes(1 << 20)) for _ in range(32)] + [co.flush()])
+
+    def hdr(size: int) -> Hdr:
+        return Hdr(ID_COMPRESS, MAGIC["Compress"], struct.pack(">i", size))
+    lies = [("compress-size", stream, len(text) + 1), ("compress-size", stream, len(text) - 7),
+            ("compress-negative", stream, -1), ("compress-absurd", stream, 0x7FFFFFFF),
+            ("compress-corrupt", b"\x78\x9c" + rnd.randbytes(200), 1000), ("compress-truncated", stream[:20], len(text)),
+            ("compress-bomb", bomb, 1000), ("compress-bomb", bomb, 30 << 20), ("compress-bomb", bomb, 0x7FFFFFFF)]
+    for _ in range(count):
+        src = stranger(rnd)
+        for i, (kind, payload, size) in enumerate(lies):
+            yield kind, f.dgram(src, [unicast_data(i + 1, 3, i == 0), hdr(size)], dest, payload)
 
 
 def spoofed_member(f: Forger, rnd: random.Random, member, multicast: bool, dest=None,

@@ -8,7 +8,8 @@ from jgpy import DIALECT, Message, WireFormatError
 from jgpy._core import jg212
 from jgpy._core.message import flags_to_string
 from jgpy.errors import version_string
-from jgpy.headers import EncryptHeader, ExecutorHeader, LockingHeader, SequencerHeader
+from jgpy.headers import AuthHeader, CompressHeader, EncryptHeader, ExecutorHeader, LockingHeader, SequencerHeader
+from jgpy.protocols.compress import inflate
 from jgpy.protocols.executing import ExecRequest
 from jgpy.protocols.locking import LockRequest
 
@@ -29,7 +30,13 @@ def describe_message(m, index: int | None = None, what: str = "") -> list[str]:
         parts.append(f"payload={len(payload)} bytes {preview}")
     lines = [head + " ".join(parts)]
     for pid, hdr in m.headers:
-        lines.append(f"    {protocol_label(pid)}: {hdr!r}")
+        if isinstance(hdr, AuthHeader) and hdr.token is not None and isinstance(hdr.token[1], bytes):
+            lines.append(f"    {protocol_label(pid)}: AuthHeader(token=({hdr.token[0]!r}, "
+                         f"{len(hdr.token[1])} bytes {hdr.token[1][:16].hex()}...))")
+        else:
+            lines.append(f"    {protocol_label(pid)}: {hdr!r}")
+        if isinstance(hdr, CompressHeader) and m.has_buffer():
+            lines.append("      " + _describe_compressed(m.buffer, hdr.original_size))
         if isinstance(hdr, SequencerHeader) and hdr.type != SequencerHeader.BCAST and m.has_buffer() and not what:
             lines.extend(_describe_wrapped(m.buffer))           # one level: a wrapped message wraps nothing
         if isinstance(hdr, EncryptHeader):
@@ -64,6 +71,18 @@ def _describe_encrypt(hdr, m) -> str:
     if hdr.type == EncryptHeader.ENCRYPT and hdr.encrypt_entire_msg:
         what = "cipher text of the whole message"
     return f"key version {version}; payload: {what} ({m.length if m.has_buffer() else 0} bytes)"
+
+
+#: the decoder inflates at most this much of a COMPRESS payload
+MAX_INFLATE_SHOWN = 16 << 20
+
+
+def _describe_compressed(payload: bytes, original_size: int) -> str:
+    """What a COMPRESS payload inflates to (bounded as COMPRESS bounds it)."""
+    data, (_, why) = inflate(payload, original_size, MAX_INFLATE_SHOWN)
+    if data is None:
+        return f"inflated: NOT INFLATABLE: {why}"
+    return f"inflated: {len(data)} bytes {data[:32].hex()}{'...' if len(data) > 32 else ''}"
 
 
 def _describe_request(kind, payload: bytes) -> str:

@@ -46,7 +46,28 @@ OOB = Message.OOB
 
 
 class JoinRejectedError(PermissionError):
-    """The coordinator refused our JOIN_REQ (e.g. AUTH, or reject_join_from_existing_member)."""
+    """The coordinator refused our JOIN_REQ (e.g. AUTH, or reject_join_from_existing_member): ``reason`` is the
+    JoinRsp's fail reason, ``coord`` the coordinator (2.12's joiner throws a SecurityException with the reason)."""
+
+    def __init__(self, reason: str, coord: Any = None, what: str = "") -> None:
+        self.reason, self.coord = reason, coord
+        super().__init__(f"the coordinator {coord} refused our JOIN_REQ{what}: {reason}")
+
+    @staticmethod
+    def of(reason: str, coord: Any) -> "JoinRejectedError":
+        """The error for a refused join: an :class:`AuthRejectedError` for 2.12's AUTH reasons."""
+        if reason in AUTH_REASONS:
+            return AuthRejectedError(reason, coord, " (AUTH: our token is missing or not accepted)")
+        return JoinRejectedError(reason, coord)
+
+
+class AuthRejectedError(JoinRejectedError):
+    """The coordinator's AUTH refused our token (or we sent none)."""
+
+
+#: the fail reasons of 2.12's AUTH (jgpy.protocols.auth sends the same)
+AUTH_REASONS = ("Authentication failed", "Failed to find an AuthHeader in Message",
+                "Failed to find valid AuthHeader in Message")
 
 
 class AckCollector:
@@ -375,7 +396,7 @@ class ClientGmsImpl(GmsImpl):
                                 coord, gms.join_timeout)
                 continue
             if rsp.fail_reason is not None:
-                raise JoinRejectedError(rsp.fail_reason)
+                raise JoinRejectedError.of(rsp.fail_reason, coord)
             if rsp.digest is None or len(rsp.digest) == 0:
                 gms._rl.warning("join-no-digest", "digest response has no senders: digest=%s", rsp.digest)
                 rsp = None

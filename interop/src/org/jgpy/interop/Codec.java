@@ -57,7 +57,7 @@ final class Codec {
 
     /** Value types of fields. */
     enum T {BYTE, SHORT, INT, LONG, BOOL, STRING, HEX, ADDR, IPADDR, ADDRS, ADDR_SET, IPMAP,
-            VIEW, VIEWID, DIGEST, JOINRSP, MERGEID, PINGDATA, RANGE, VIEWS, PAYLOAD}
+            VIEW, VIEWID, DIGEST, JOINRSP, MERGEID, PINGDATA, RANGE, VIEWS, PAYLOAD, AUTHTOKEN}
 
     static final class F {
         final String json, java; final T t; final Class<?> coll;
@@ -145,6 +145,7 @@ final class Codec {
             f("encrypt_entire_msg", T.BOOL));
         reg("protocols.COMPRESS$CompressHeader", f("original_size", T.INT));
         reg("protocols.MERGE3$CoordAnnouncement", f("view", T.VIEW));
+        reg("protocols.AuthHeader", f("token", T.AUTHTOKEN));
         reg("blocks.RequestCorrelator$Header", REQCORR_F);
         reg("blocks.RequestCorrelator$MultiDestinationHeader",
             cat(REQCORR_F, c("exclusion_list", T.ADDRS, LinkedList.class)));
@@ -409,8 +410,50 @@ final class Codec {
                 byte[] b=toBytes(j, what);
                 return b == null ? null : Util.objectFromByteBuffer(b);
             }
+            case AUTHTOKEN: return buildAuthToken(j, what);
         }
         throw new IllegalStateException("type " + fld.t);
+    }
+
+    /** An AuthToken from [class name, body]: the body is auth_value (Simple/MD5), token (FixedMembership), the
+     *  encrypted token in hex (X509) or null (RegexMembership); a class Java does not know gives no token. */
+    static Object buildAuthToken(Object j, String what) throws Exception {
+        if(j == null) return null;
+        List<Object> pair=toList(j, what);
+        if(pair.size() != 2) throw new IllegalArgumentException(what + ": [class name, body]");
+        String name=toStr(pair.get(0), what + "[0]");
+        Object body=pair.get(1);
+        Class<?> cls;
+        try {
+            cls=Class.forName(name);
+        }
+        catch(ClassNotFoundException e) {
+            return null;
+        }
+        Object token=newInstance(cls);
+        if(token instanceof org.jgroups.auth.X509Token) {
+            set(token, "encryptedToken", toBytes(body, what + "[1]"));
+            set(token, "valueSet", true);
+        }
+        else if(token instanceof org.jgroups.auth.FixedMembershipToken)
+            set(token, "token", toStr(body, what + "[1]"));
+        else if(token instanceof org.jgroups.auth.SimpleToken || token instanceof org.jgroups.auth.MD5Token)
+            set(token, "auth_value", toStr(body, what + "[1]"));
+        return token;
+    }
+
+    static Object authTokenJson(Object t) {
+        String name=((org.jgroups.auth.AuthToken)t).getName();
+        Object body=null;
+        if(t instanceof org.jgroups.auth.X509Token) {
+            byte[] b=(byte[])get(t, "encryptedToken");
+            body=b == null ? null : Json.hex(b);
+        }
+        else if(t instanceof org.jgroups.auth.FixedMembershipToken)
+            body=get(t, "token");
+        else if(t instanceof org.jgroups.auth.SimpleToken || t instanceof org.jgroups.auth.MD5Token)
+            body=get(t, "auth_value");
+        return java.util.Arrays.asList(name, body);
     }
 
     static Address buildAddress(Object j) throws Exception {
@@ -591,6 +634,7 @@ final class Codec {
                 return l;
             }
             case PAYLOAD: return Json.hex(Util.objectToByteBuffer(v));
+            case AUTHTOKEN: return authTokenJson(v);
             default: return toJson(v);
         }
     }
@@ -880,6 +924,19 @@ final class Codec {
         return Json.obj("value", value, "hex", Json.hex(re), "consumed", consumed, "remaining", data.length - consumed);
     }
 
+    interface Encoding {byte[] get() throws Exception;}
+
+    /** A re-encoding, or null where the Java classes cannot write what they read: an AuthHeader naming a class
+     *  Java does not find has no token, and AuthHeader.writeTo throws on that (a member never re-sends one). */
+    static byte[] reencoded(Encoding e) throws Exception {
+        try {
+            return e.get();
+        }
+        catch(NullPointerException npe) {
+            return null;
+        }
+    }
+
     static Object[] decodeDatagram(byte[] data, ByteArrayInputStream bin, DataInputStream in) throws Exception {
         short version=in.readShort();
         byte flags=in.readByte();
@@ -896,7 +953,7 @@ final class Codec {
             List<Object> ml=new ArrayList<>();
             for(Message m: msgs) ml.add(toJson(m));
             v.put("messages", ml);
-            re=bytes(out -> writeMessageList(dest, src, msgs, out, multicast));
+            re=reencoded(() -> bytes(out -> writeMessageList(dest, src, msgs, out, multicast)));
         }
         else {
             Message m=new Message(false);
@@ -906,7 +963,7 @@ final class Codec {
             List<Object> ml=new ArrayList<>();
             ml.add(toJson(m));
             v.put("messages", ml);
-            re=bytes(out -> writeMessage(m, out, multicast));
+            re=reencoded(() -> bytes(out -> writeMessage(m, out, multicast)));
         }
         v.put("version", (int)version);
         v.put("tp_flags", flags & 0xff);
