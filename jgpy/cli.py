@@ -179,6 +179,16 @@ def cmd_chat(args: argparse.Namespace) -> int:
         return 130
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    """Ask every member (Java or jgpy) listening on the diagnostics group; print each answer as it came."""
+    from jgpy.stack.diagnostics import probe
+    answers = probe(args.keys or ["info"], args.addr, args.port, args.bind_addr, args.ttl, args.timeout)
+    for i, (sender, text) in enumerate(answers, 1):
+        _out(f"#{i} from {sender[0]}:{sender[1]} ({len(text)} bytes):\n{text}")
+    _out(f"{len(answers)} responses")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -225,6 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     from jgpy.analysis.cli import add_arguments as add_check_arguments
     add_check_arguments(s)
     s.set_defaults(func=cmd_check)
+
+    s = sub.add_parser("probe", help="query members' diagnostics (JGroups' probe: jmx, info, keys, uuids, dump)")
+    s.add_argument("keys", nargs="*", help="what to ask, e.g. jmx jmx=UNICAST jmx=NAKACK.xmit_reqs_received info")
+    s.add_argument("--addr", default="224.0.75.75", help="diagnostics_addr of the members")
+    s.add_argument("--port", type=int, default=7500, help="diagnostics_port of the members")
+    s.add_argument("--bind-addr", default="127.0.0.1", help="interface to send the probe on")
+    s.add_argument("--ttl", type=int, default=0, help="multicast TTL of the probe (0: this host)")
+    s.add_argument("--timeout", type=float, default=2.0, help="seconds to collect answers")
+    s.set_defaults(func=cmd_probe)
 
     s = sub.add_parser("chat", help="an interactive member: lines in, lines out (talks with Java's Chat demo)")
     s.add_argument("-c", "--config", "-props", default="udp.xml",
