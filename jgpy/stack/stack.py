@@ -34,6 +34,8 @@ PROTOCOLS: dict[str, str] = {
     "TCP": "jgpy.protocols.tcp:TCP",
     "TCP_NIO": "jgpy.protocols.tcp_nio:TCP_NIO",
     "TCPPING": "jgpy.protocols.tcpping:TCPPING",
+    "TUNNEL": "jgpy.protocols.tunnel:TUNNEL",
+    "TCPGOSSIP": "jgpy.protocols.tcpgossip:TCPGOSSIP",
     "MERGE2": "jgpy.protocols.merge2:MERGE2",
     "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",
     "FD_ALL": "jgpy.protocols.fd_all:FD_ALL",
