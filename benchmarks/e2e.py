@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jgpy.testing.java import ensure_compiled, java_unavailable_reason, unique_group  # noqa: E402
+from jgpy.testing.routers import RouterProcess, router_props  # noqa: E402
 from jgpy.tools import perf as P  # noqa: E402
 from jgpy.tools.perf import Workload  # noqa: E402
 
@@ -78,6 +79,10 @@ SEQ_TWO = [Workload("seq_all_1k_2", "sequencer.xml: 1 KB multicast, both of 2 me
 SEQ_THREE = [Workload("seq_all_1k_3", "sequencer.xml: 1 KB multicast, all 3 members send", "all", 1000, 80_000,
                       8_000, 3)]
 SEQ_CONFIG = "sequencer.xml"
+#: the jar's unchanged tunnel.xml (TUNNEL: every datagram over TCP through a GossipRouter; no bundling, as 2.12),
+#: once through Java's GossipRouter from the jar and once through jgpy's (python -m jgpy gossip-router)
+TUNNEL_CONFIG = "tunnel.xml"
+TUNNEL_ROUTERS = ("java", "jgpy")
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
 
@@ -261,12 +266,30 @@ def run_sequencer_rows(scale: float, reps: int, members3: bool = True, java: boo
     return records, [w for _, ws in sgs for w in ws]
 
 
+def tunnel_workload(router: str) -> Workload:
+    return Workload(f"tunnel_{router}_mcast_1k_2", f"tunnel.xml through {router}'s GossipRouter: 1 KB multicast, "
+                    "1 sender, 2 members", "mcast", 1000, 30_000, 3_000, 2)
+
+
+def run_tunnel_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The tunnel.xml rows, through each router of ``TUNNEL_ROUTERS`` (a process of its own, one per row):
+    (records, workloads)."""
+    records, workloads = [], []
+    for router in TUNNEL_ROUTERS if java else ("jgpy",):
+        w = tunnel_workload(router).scaled(scale)
+        with RouterProcess(router) as r:
+            records += P.run_suite([(["JJ", "PP", "JP"] if java else ["PP"], [w])], reps=reps, config=TUNNEL_CONFIG,
+                                   progress=progress, warmup=min(1.0, scale), props=router_props([r.port]))
+        workloads.append(w)
+    return records, workloads
+
+
 def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
-        flush: bool = True, sequencer: bool = True) -> dict:
+        flush: bool = True, sequencer: bool = True, tunnel: bool = True) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
     the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
     workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
-    workloads (``seq_``)."""
+    workloads (``seq_``); ``tunnel``: the tunnel.xml workloads through Java's and jgpy's routers (``tunnel_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -295,6 +318,10 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
         srecs, sws = run_sequencer_rows(scale, reps, members3, java=reason is None)
         records += srecs
         workloads += sws
+    if tunnel:
+        trecs, tws = run_tunnel_rows(scale, reps, java=reason is None)
+        records += trecs
+        workloads += tws
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "", "flush_latency": latency,
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -398,6 +425,11 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
         t = rows.get(key, {})
         if t:
             add(f"sequencer.xml: throughput jgpy / Java, 1 KB multicast, {label}",
+                _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+    for router in TUNNEL_ROUTERS:
+        t = rows.get(tunnel_workload(router).key, {})
+        if t:
+            add(f"tunnel.xml through {router}'s GossipRouter: throughput jgpy / Java, 1 KB multicast",
                 _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
@@ -628,10 +660,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", default="", help="write the result to this file")
     ap.add_argument("--only-flush", action="store_true", help="only the flush-udp.xml rows and the flush latency")
     ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
+    ap.add_argument("--only-tunnel", action="store_true", help="only the tunnel.xml rows (Java's and jgpy's router)")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    if args.only_flush or args.only_sequencer:
+    if args.only_flush or args.only_sequencer or args.only_tunnel:
         reason = java_unavailable_reason()
         if reason is None:
             ensure_compiled()
@@ -639,9 +672,12 @@ def main(argv: list[str] | None = None) -> dict:
         lat: list[dict] = []
         if args.only_flush:
             recs, ws, lat = run_flush_rows(args.scale, args.reps, args.members3, java=reason is None)
+        elif args.only_tunnel:
+            recs, ws = run_tunnel_rows(args.scale, args.reps, java=reason is None)
         else:
             recs, ws = run_sequencer_rows(args.scale, args.reps, args.members3, java=reason is None)
-        result = {"config": FLUSH_CONFIG if args.only_flush else SEQ_CONFIG, "scale": args.scale, "reps": args.reps,
+        config = FLUSH_CONFIG if args.only_flush else TUNNEL_CONFIG if args.only_tunnel else SEQ_CONFIG
+        result = {"config": config, "scale": args.scale, "reps": args.reps,
                   "java": reason is None, "records": recs, "jvm": "", "flush_latency": lat, "raw": {},
                   "workloads": [w.__dict__ for w in ws], "seconds": time.time() - t0}
     else:

@@ -27,7 +27,7 @@ from jgpy.protocols.tcpping import parse_initial_hosts
 from jgpy.protocols.tp import TP
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.gossip import Limits
-from jgpy.stack.netutil import resolve_bind_addr
+from jgpy.stack.netutil import bind_first_free, resolve_bind_addr
 from jgpy.stack.properties import Property, to_bool, to_int, to_size, to_str
 from jgpy.stack.routerstub import RouterStub, RouterStubs
 
@@ -89,7 +89,7 @@ class TUNNEL(TP):
 
     def start(self) -> None:
         bind = resolve_bind_addr(self.bind_addr)
-        self._sock = self._placeholder_socket(bind)
+        self._sock = bind_first_free(bind, self.bind_port, self.port_range, socket.SOCK_DGRAM, 0, "TUNNEL")
         self.physical_addr = IpAddress(bind, self._sock.getsockname()[1])
         if self.local_addr is not None:
             self.add_physical_address(self.local_addr, self.physical_addr)
@@ -98,19 +98,6 @@ class TUNNEL(TP):
         self._suspect_thread = threading.Thread(target=self._suspect_loop, daemon=True,
                                                 name=f"jgpy-tunnel-suspects-{self.physical_addr.port}")
         self._suspect_thread.start()
-
-    def _placeholder_socket(self, bind: str) -> socket.socket:
-        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-        first = max(0, self.bind_port)
-        last = first + max(0, self.port_range) if first > 0 else 0
-        for p in range(first, last + 1):
-            s = socket.socket(family, socket.SOCK_DGRAM)
-            try:
-                s.bind((bind, p))
-                return s
-            except OSError:
-                s.close()
-        raise ConfigError(f"TUNNEL: no free port in {first}-{last} on {bind}")
 
     def stop(self) -> None:
         self._running = False
