@@ -19,7 +19,10 @@ connection can make the router hold is bounded and a bad connection ends alone:
   dropped (counted), as a datagram would be (its sender's NAKACK/UNICAST retransmit);
 - a connection registers at most ``max_addrs_per_connection`` members.
 
-Deviations from 2.12, for safety: a MESSAGE is routed only from a connection that registered under its cluster
+As in 2.12, nothing is authenticated: a CONNECT for an address registered by another connection replaces that
+connection (a member reconnecting after its old connection hung), so anybody who can reach the router can
+register, send into a cluster or displace a member (run it where only the members reach it). Deviations from
+2.12, for safety: a MESSAGE is routed only from a connection that registered under its cluster
 (2.12 routes anybody's), DISCONNECT removes only the connection's own registration (2.12 anybody's), and a
 multicast is not sent back to the connection it came from (its sender drops its own multicasts: 2.12 TUNNEL
 forces loopback on; 2.12's router has this as ``discard_loopbacks``).
@@ -36,6 +39,7 @@ import socket
 import threading
 import time
 from collections import deque
+from itertools import islice
 from typing import Any
 
 from jgpy._core.address import UUID, remove_logical_name, set_logical_name
@@ -426,7 +430,7 @@ class GossipRouter:
     def _flush(self, c: _Conn) -> None:
         while c.out and not c.closed:
             try:
-                n = c.sock.sendmsg(list(c.out)[:64])
+                n = c.sock.sendmsg(list(islice(c.out, 64)))
             except (BlockingIOError, InterruptedError):
                 n = 0
             except OSError as e:
