@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -396,6 +397,35 @@ def test_a_member_that_does_not_read_loses_messages_not_the_router(router):
         deaf.close()
         for s in stubs:
             s.destroy()
+
+
+def test_a_stub_breaks_on_what_a_bad_router_sends_and_counts_it():
+    """A "router" that answers CONNECT and then sends a MESSAGE longer than the stub accepts, or bytes that are no
+    GossipData: the stub's connection breaks (counted, its owner told), its receiver thread ends, nothing is
+    passed up."""
+    for payload in (gossip.message_prefix(DIALECT, None, None, 1 << 30),
+                    bytes([gossip.MESSAGE, 0, 0]) + struct.pack(">h", 117) + bytes(20)):
+        srv = socket.create_server(("127.0.0.1", 0))
+        got, broken = [], []
+        stub = RouterStub("127.0.0.1", srv.getsockname()[1], DIALECT, limits=Limits(max_buffer=1 << 16),
+                          on_message=lambda d, mc: got.append(d), on_broken=broken.append)
+        try:
+            def serve() -> None:
+                conn, _ = srv.accept()
+                conn.recv(4096)
+                conn.sendall(bytes([gossip.CONNECT_OK]))
+                conn.sendall(payload)
+                conn.recv(1)                  # until the stub closes
+                conn.close()
+            t = threading.Thread(target=serve, daemon=True)
+            t.start()
+            stub.connect("c", UUID.random(), "S", None)
+            assert wait_all(lambda: broken == [stub], 5), stub.counters
+            assert stub.counters["bad_answers"] == 1 and got == [] and stub.state == "BROKEN"
+            t.join(5)
+        finally:
+            stub.destroy()
+            srv.close()
 
 
 @pytest.mark.processes
