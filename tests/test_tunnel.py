@@ -27,6 +27,7 @@ from jgpy.errors import ConfigError
 from jgpy.gossip_router import GossipRouter
 from jgpy.stack import gossip
 from jgpy.stack.gossip import GossipData, Limits, NeedMore
+from jgpy.stack.config import parse_xml
 from jgpy.stack.routerstub import RouterStub
 from jgpy.stack.stack import ProtocolStack
 from jgpy.testing.cluster import make_member, stock, wait_all
@@ -100,6 +101,14 @@ def test_configs_load_unchanged_and_wrong_settings_are_refused():
     assert gossip_stack.protocols[1].routers == [("127.0.0.1", 12003)]
     with pytest.raises(ConfigError, match="gossip_router_hosts"):
         ProtocolStack(stock("tunnel.xml").with_properties("TUNNEL", gossip_router_hosts=""), _Top()).protocols[0].init()
+    old_style = ProtocolStack(parse_xml('<config><TUNNEL router_host="127.0.0.1" router_port="12005"/><PING/>'
+                                        '<pbcast.NAKACK/><UNICAST/><pbcast.STABLE/><pbcast.GMS/></config>'), _Top())
+    old_style.protocols[0].init()                          # smack_tunnel.xml's deprecated pair
+    assert old_style.protocols[0].routers == [("127.0.0.1", 12005)]
+    both = ProtocolStack(stock("tunnel.xml").with_properties("TUNNEL", router_host="127.0.0.1", router_port="1"),
+                         _Top(), router_props([12001]))
+    with pytest.raises(ConfigError, match="not both"):
+        both.protocols[0].init()
     bad = ProtocolStack(stock("tcpgossip.xml").with_properties("TCPGOSSIP", timeout="500"), _Top(),
                         router_props([12003]))
     with pytest.raises(ConfigError, match="sock_conn_timeout"):
