@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jgpy.testing.java import ensure_compiled, java_unavailable_reason, unique_group  # noqa: E402
+from jgpy.testing.routers import RouterProcess, router_props  # noqa: E402
 from jgpy.tools import perf as P  # noqa: E402
 from jgpy.tools.perf import Workload  # noqa: E402
 
@@ -96,11 +97,17 @@ def encrypt_config() -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(cfg.to_xml())
     return str(path)
+
+
 #: the jar's unchanged compress.xml (COMPRESS above GMS, min_size 10, level 9): the perf payloads are a header and
 #: zeros, so every message is deflated by its sender and inflated by every receiver (1 KB -> about 25 bytes)
 COMPRESS_TWO = [Workload("compress_mcast_1k_2", "compress.xml: 1 KB multicast, 1 sender, 2 members", "mcast", 1000,
                          100_000, 10_000, 2)]
 COMPRESS_CONFIG = "compress.xml"
+#: the jar's unchanged tunnel.xml (TUNNEL: every datagram over TCP through a GossipRouter; no bundling, as 2.12),
+#: once through Java's GossipRouter from the jar and once through jgpy's (python -m jgpy gossip-router)
+TUNNEL_CONFIG = "tunnel.xml"
+TUNNEL_ROUTERS = ("java", "jgpy")
 #: message sizes of the throughput-by-size plot (workload keys)
 BY_SIZE = ["mcast_100", "mcast_1k_2", "mcast_8k", "mcast_60k", "mcast_1m"]
 
@@ -297,13 +304,34 @@ def run_compress_rows(scale: float, reps: int, java: bool = True) -> tuple[list,
     return records, [w for _, ws in cgs for w in ws]
 
 
+def tunnel_workload(router: str) -> Workload:
+    return Workload(f"tunnel_{router}_mcast_1k_2", f"tunnel.xml through {router}'s GossipRouter: 1 KB multicast, "
+                    "1 sender, 2 members", "mcast", 1000, 30_000, 3_000, 2)
+
+
+def run_tunnel_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The tunnel.xml rows, through each router of ``TUNNEL_ROUTERS`` (a process of its own, one per row):
+    (records, workloads). A short warm-up: tunnel.xml leaves TCP_NODELAY off (TUNNEL's default), so a round trip
+    waits for Nagle and the delayed ACK (~40 ms) and the warm-up's round trips would take minutes."""
+    records, workloads = [], []
+    for router in TUNNEL_ROUTERS if java else ("jgpy",):
+        w = tunnel_workload(router).scaled(scale)
+        with RouterProcess(router) as r:
+            records += P.run_suite([(["JJ", "PP", "JP"] if java else ["PP"], [w])], reps=reps, config=TUNNEL_CONFIG,
+                                   progress=progress, warmup=min(0.05, scale), props=router_props([r.port]))
+        workloads.append(w)
+    return records, workloads
+
+
 def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
-        flush: bool = True, sequencer: bool = True, encrypt: bool = True, compress: bool = True) -> dict:
+        flush: bool = True, sequencer: bool = True, encrypt: bool = True, compress: bool = True,
+        tunnel: bool = True) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
     the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
     workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
     workloads (``seq_``); ``encrypt``: the ENCRYPT workload (``enc_``, :func:`encrypt_config`); ``compress``: the
-    compress.xml workload (``compress_``)."""
+    compress.xml workload (``compress_``); ``tunnel``: the tunnel.xml workloads through Java's and jgpy's routers
+    (``tunnel_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -340,6 +368,10 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
         crecs, cws = run_compress_rows(scale, reps, java=reason is None)
         records += crecs
         workloads += cws
+    if tunnel:
+        trecs, tws = run_tunnel_rows(scale, reps, java=reason is None)
+        records += trecs
+        workloads += tws
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "", "flush_latency": latency,
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -456,6 +488,11 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     if t:
         add("ENCRYPT (udp.xml + encrypt.xml's ENCRYPT): throughput jgpy / Java, 1 KB multicast",
             _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+    for router in TUNNEL_ROUTERS:
+        t = rows.get(tunnel_workload(router).key, {})
+        if t:
+            add(f"tunnel.xml through {router}'s GossipRouter: throughput jgpy / Java, 1 KB multicast",
+                _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
         add("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", p, raw, "/s")
@@ -688,10 +725,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--only-encrypt", action="store_true", help="only the ENCRYPT rows (udp.xml + encrypt.xml's "
                     "ENCRYPT)")
     ap.add_argument("--only-compress", action="store_true", help="only the compress.xml rows")
+    ap.add_argument("--only-tunnel", action="store_true", help="only the tunnel.xml rows (Java's and jgpy's router)")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    if args.only_flush or args.only_sequencer or args.only_encrypt or args.only_compress:
+    if args.only_flush or args.only_sequencer or args.only_encrypt or args.only_compress or args.only_tunnel:
         reason = java_unavailable_reason()
         if reason is None:
             ensure_compiled()
@@ -703,10 +741,12 @@ def main(argv: list[str] | None = None) -> dict:
             recs, ws = run_encrypt_rows(args.scale, args.reps, java=reason is None)
         elif args.only_compress:
             recs, ws = run_compress_rows(args.scale, args.reps, java=reason is None)
+        elif args.only_tunnel:
+            recs, ws = run_tunnel_rows(args.scale, args.reps, java=reason is None)
         else:
             recs, ws = run_sequencer_rows(args.scale, args.reps, args.members3, java=reason is None)
         config = FLUSH_CONFIG if args.only_flush else "encrypt-udp.xml" if args.only_encrypt else \
-            COMPRESS_CONFIG if args.only_compress else SEQ_CONFIG
+            COMPRESS_CONFIG if args.only_compress else TUNNEL_CONFIG if args.only_tunnel else SEQ_CONFIG
         result = {"config": config, "scale": args.scale, "reps": args.reps,
                   "java": reason is None, "records": recs, "jvm": "", "flush_latency": lat, "raw": {},
                   "workloads": [w.__dict__ for w in ws], "seconds": time.time() - t0}

@@ -8,6 +8,7 @@ Commands:
   demo      the main job: a mixed Python/Java cluster on loopback
   check     check a run's delivery journals (PySpark): reliability, FIFO, views, latency
   chat      an interactive member: lines in, lines out, views shown (talks with Java's Chat)
+  gossip-router  a GossipRouter for TUNNEL and TCPGOSSIP members (jgpy/gossip_router.py)
 
 ``python -m jgpy --version`` prints the version.
 """
@@ -245,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, default=2.0, help="seconds to collect answers")
     s.set_defaults(func=cmd_probe)
 
+    s = sub.add_parser("gossip-router", help="a GossipRouter for TUNNEL and TCPGOSSIP members (Java's and jgpy's)")
+    _add_gossip_router_arguments(s)
+    s.set_defaults(func=_cmd_gossip_router)
+
     s = sub.add_parser("chat", help="an interactive member: lines in, lines out (talks with Java's Chat demo)")
     s.add_argument("-c", "--config", "-props", default="udp.xml",
                    help="JGroups XML stack config: a file, or a name in the Java jar / jgpy's own (udp.xml)")
@@ -254,6 +259,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a system property for the config, as java -D (e.g. -Djgroups.bind_addr=127.0.0.1)")
     s.set_defaults(func=cmd_chat)
     return p
+
+
+def _add_gossip_router_arguments(p: argparse.ArgumentParser) -> None:
+    from jgpy.gossip_router import add_arguments
+    add_arguments(p)
+
+
+def _cmd_gossip_router(args: argparse.Namespace) -> int:
+    from jgpy.gossip_router import run
+    return run(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -114,7 +114,7 @@ def test_members_reject_bad_commands():
 @pytest.mark.slow
 def test_e2e_suite_tiny(tmp_path):
     """The whole end-to-end suite at a few hundred messages per run, 1 repetition: every cluster (Java-only,
-    jgpy-only, mixed; 2 and 3 members; udp.xml, tcp.xml, sequencer.xml and compress.xml) completes every workload, and the tables and plots
+    jgpy-only, mixed; 2 and 3 members; udp.xml, tcp.xml, sequencer.xml, compress.xml and tunnel.xml) completes every workload, and the tables and plots
     render."""
     import json
 
@@ -137,6 +137,8 @@ def test_e2e_suite_tiny(tmp_path):
         assert {(w.key, c) for c in ("java", "jgpy", "mixed")} <= cols
     for w in e2e.ENC_TWO + e2e.COMPRESS_TWO:                    # udp.xml + encrypt.xml's ENCRYPT; compress.xml
         assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
+    for router in e2e.TUNNEL_ROUTERS:                          # tunnel.xml through Java's and jgpy's router
+        assert {(e2e.tunnel_workload(router).key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
     for r in res["records"]:
         if r["pattern"] in RTT_PATTERNS:
             assert r["rtt_p99_us"]["median"] > 0
@@ -152,6 +154,7 @@ def test_e2e_suite_tiny(tmp_path):
     assert "| sequencer.xml: throughput jgpy / Java, 1 KB multicast, all 3 send |" in md
     assert "| ENCRYPT (udp.xml + encrypt.xml's ENCRYPT): throughput jgpy / Java, 1 KB multicast |" in md
     assert "| compress.xml: throughput jgpy / Java, 1 KB multicast |" in md
+    assert "| tunnel.xml through jgpy's GossipRouter: throughput jgpy / Java, 1 KB multicast |" in md
     json.dumps(res)                                            # the JSON file can be written
     pngs = e2e.plots(res, tmp_path)
     if importlib.util.find_spec("matplotlib") is None:

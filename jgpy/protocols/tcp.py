@@ -27,7 +27,7 @@ from jgpy._core.message import Message
 from jgpy.errors import ConfigError
 from jgpy.protocols.tp import TP
 from jgpy.stack.events import Event, EventType
-from jgpy.stack.netutil import resolve_bind_addr
+from jgpy.stack.netutil import bind_first_free, resolve_bind_addr
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_size, to_str
 from jgpy.stack.tcpconnections import FRAME, ConnectionTable, SocketOptions
 
@@ -124,22 +124,8 @@ class TCP(TP):
         return max(1 << 20, 2 * self.max_bundle_size, frag + (64 << 10))
 
     def _server_socket(self, bind: str) -> socket.socket:
-        """A listening socket on the first port of bind_port..bind_port+port_range that takes it (a fresh
-        socket per port: with SO_REUSEADDR a port can bind and still fail to listen)."""
-        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-        first = max(0, self.bind_port)
-        last = first + max(0, self.port_range) if first > 0 else 0
-        for p in range(first, last + 1):
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind((bind, p))
-                sock.listen(128)
-                return sock
-            except OSError:
-                sock.close()
-        raise ConfigError(f"TCP: no free port in {first}-{last} on {bind}: raise port_range or choose another "
-                          f"bind_port")
+        """A listening socket on the first port of bind_port..bind_port+port_range that takes it."""
+        return bind_first_free(bind, self.bind_port, self.port_range, socket.SOCK_STREAM, 128, "TCP")
 
     def stop(self) -> None:
         if self._reaper is not None:

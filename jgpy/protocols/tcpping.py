@@ -21,24 +21,25 @@ from jgpy.stack.events import Event, EventType
 from jgpy.stack.properties import Property, to_bool, to_int, to_str
 
 
-def parse_initial_hosts(spec: str, port_range: int) -> list[IpAddress]:
+def parse_initial_hosts(spec: str, port_range: int, what: str = "TCPPING initial_hosts") -> list[IpAddress]:
     """``"A[7800],B[7801]"`` -> the IpAddresses A:7800..7800+port_range, B:7801..7801+port_range (Java's
-    Util.parseCommaDelimitedHosts: both ends included), host names resolved, duplicates dropped."""
+    Util.parseCommaDelimitedHosts: both ends included), host names resolved, duplicates dropped. ``what``
+    names the property in errors."""
     out: list[IpAddress] = []
     for item in (t.strip() for t in (spec or "").split(",")):
         if not item:
             continue
         if "[" not in item or not item.endswith("]"):
-            raise ConfigError(f"TCPPING initial_hosts: {item!r} is not host[port] (e.g. 127.0.0.1[7800])")
+            raise ConfigError(f"{what}: {item!r} is not host[port] (e.g. 127.0.0.1[7800])")
         host, _, port_text = item[:-1].partition("[")
         try:
             port = int(port_text)
         except ValueError:
-            raise ConfigError(f"TCPPING initial_hosts: {item!r} has no numeric port") from None
+            raise ConfigError(f"{what}: {item!r} has no numeric port") from None
         try:
             ip = socket.getaddrinfo(host.strip(), None, type=socket.SOCK_STREAM)[0][4][0]
         except OSError as e:
-            raise ConfigError(f"TCPPING initial_hosts: cannot resolve {host.strip()!r}: {e}") from None
+            raise ConfigError(f"{what}: cannot resolve {host.strip()!r}: {e}") from None
         for p in range(port, port + max(0, port_range) + 1):
             if p > 0xFFFF:
                 break

@@ -64,6 +64,28 @@ class Backoff:
         self._next = self.first
 
 
+def bind_first_free(bind: str, first_port: int, port_range: int, kind: int, backlog: int, what: str) -> socket.socket:
+    """A socket of ``kind`` bound to the first port of first_port..first_port+port_range on ``bind`` that takes it
+    (first_port <= 0: an ephemeral port); ``backlog`` > 0: SO_REUSEADDR and listening (a fresh socket per port:
+    with SO_REUSEADDR a port can bind and still fail to listen). ConfigError naming ``what`` when none does."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    first = max(0, first_port)
+    last = first + max(0, port_range) if first > 0 else 0
+    for p in range(first, last + 1):
+        sock = socket.socket(family, kind)
+        try:
+            if backlog > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((bind, p))
+            if backlog > 0:
+                sock.listen(backlog)
+            return sock
+        except OSError:
+            sock.close()
+    raise ConfigError(f"{what}: no free port in {first}-{last} on {bind}: raise port_range or choose another "
+                      f"bind_port")
+
+
 def deadline_reader(sock: socket.socket, deadline: float, limit: int = 1 << 20) -> Callable[[int], bytes]:
     """``read(n)`` (up to n bytes, b"" at EOF) on a blocking ``sock`` that raises ``socket.timeout`` once
     ``deadline`` (time.monotonic()) has passed, and OSError past ``limit`` bytes in all: one limit for a whole

@@ -44,6 +44,8 @@ PROTOCOLS: dict[str, str] = {
     "TRACE": "jgpy.protocols.trace:TRACE",
     "STATS": "jgpy.protocols.stats:STATS",
     "SFC": "jgpy.protocols.sfc:SFC",
+    "TUNNEL": "jgpy.protocols.tunnel:TUNNEL",
+    "TCPGOSSIP": "jgpy.protocols.tcpgossip:TCPGOSSIP",
     "MERGE2": "jgpy.protocols.merge2:MERGE2",
     "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",
     "FD_ALL": "jgpy.protocols.fd_all:FD_ALL",

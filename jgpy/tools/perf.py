@@ -290,7 +290,9 @@ class Cluster:
 
     The first member is the coordinator. Use as a context manager: every process is reaped on exit."""
 
-    def __init__(self, kinds: str, config: str = "udp.xml", jvm_args: Iterable[str] = ()):
+    def __init__(self, kinds: str, config: str = "udp.xml", jvm_args: Iterable[str] = (),
+                 props: dict[str, str] | None = None):
+        """``props``: more system properties for every member (e.g. tunnel.xml's router hosts)."""
         self.kinds = kinds
         self.config = config
         self._config_file: str | None = None
@@ -303,6 +305,7 @@ class Cluster:
         else:
             addr, port = unique_group()
             self.props = udp_props(addr, port)
+        self.props.update(props or {})
         self.cluster = f"perf-{uuid.uuid4().hex[:10]}"
         counts: dict[str, int] = {}
         self.names = []
@@ -536,11 +539,13 @@ def warm_up(c: Cluster, progress: Callable[[str], None] = print, scale: float = 
 
 
 def run_suite(groups: list[tuple[list[str], list[Workload]]], reps: int = 3, config: str = "udp.xml",
-              progress: Callable[[str], None] = print, warmup: float = 1.0) -> list[dict]:
+              progress: Callable[[str], None] = print, warmup: float = 1.0,
+              props: dict[str, str] | None = None) -> list[dict]:
     """Run every workload of each group in each of the group's clusters (started together), ``reps`` times,
     the kinds interleaved per repetition. Returns one record per (workload, column) with every
     repetition's :class:`Measurement` and the median/min/max of the headline figure. ``warmup``: the scale
-    of a short unrecorded pass through every cluster first (:func:`warm_up`; 0: none)."""
+    of a short unrecorded pass through every cluster first (:func:`warm_up`; 0: none); ``props``: more system
+    properties for every member."""
     total = sum(reps * sum(len(directions(k, w)) for k in kinds) for kinds, ws in groups for w in ws)
     done = 0
     started = time.monotonic()
@@ -550,7 +555,7 @@ def run_suite(groups: list[tuple[list[str], list[Workload]]], reps: int = 3, con
         clusters: list[Cluster] = []
         try:
             for kinds in kinds_list:
-                c = Cluster(kinds, config)
+                c = Cluster(kinds, config, props=props)
                 clusters.append(c)
                 c.start()
             if warmup > 0:
