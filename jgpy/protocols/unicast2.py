@@ -29,6 +29,8 @@ Where jgpy deviates from 2.12, and why:
   STABLE, so the sender resends what follows what we hold. Idle ones expire after ``max_retransmit_time``;
   send windows to non-members are capped likewise (2.12 keeps them ``max_retransmit_time`` ms, unbounded in
   number).
+* A receiver asks a sender for its first message at most once per first ``timeout`` (2.12: for every message
+  that arrives on a connection it does not know, each answered with everything from the first message on).
 * XMIT_REQ, STABLE and SEND_FIRST_SEQNO from peers we have no send connection to are counted and dropped
   (2.12 ignores the first two and logs an error for the third).
 """
@@ -97,10 +99,11 @@ class UNICAST2(Unicast2Core, Protocol):
         self._tasks: list = []
         self._rl = RateLimitedLog(self.log)
         self._nonmember_sends: dict = {}           # dest -> None: send connections to non-members, oldest first
+        self._first_asked: dict = {}               # sender -> when we last sent it a SEND_FIRST_SEQNO
         self.counters = dict.fromkeys((
             "xmit_reqs_sent", "xmit_reqs_received", "xmit_reqs_unknown", "xmits", "xmit_not_found",
             "stables_sent", "stables_received", "stables_unknown", "first_seqno_requests_sent",
-            "first_seqno_requests_received", "first_seqno_requests_unknown", "nonmember_sends_evicted",
+            "first_seqno_requests_suppressed", "first_seqno_requests_received", "first_seqno_requests_unknown", "nonmember_sends_evicted",
             "nonmembers_expired", "events_failed"), 0)
 
     def init(self) -> None:
@@ -203,10 +206,26 @@ class UNICAST2(Unicast2Core, Protocol):
                 self.counters["events_failed"] += 1
                 self._rl.exception("event-failed", "%s: failed handling %s from %s", self.local_addr, what, sender)
         for sender, seqno in asked.items():
-            self.counters["first_seqno_requests_sent"] += 1
-            self._send(sender, Unicast2Header(SEND_FIRST_SEQNO, seqno), OOB)
+            self._ask_first(sender, seqno)
         for sender in nudge:
             self._send_stable_to(sender)
+
+    def _ask_first(self, sender, seqno: int) -> None:
+        """SEND_FIRST_SEQNO to sender, at most once per first timeout: every request makes it resend everything
+        from its first kept message on (2.12 asks for every message received on an unknown connection, a
+        storm that grows with the square of the messages in flight)."""
+        now = time.monotonic()
+        asked = self._first_asked
+        last = asked.pop(sender, None)
+        if last is not None and (now - last) * 1000 < self.timeout[0]:
+            asked[sender] = last
+            self.counters["first_seqno_requests_suppressed"] += 1
+            return
+        while len(asked) >= 1024:                    # senders asked recently, oldest first: bounded
+            del asked[next(iter(asked))]
+        asked[sender] = now
+        self.counters["first_seqno_requests_sent"] += 1
+        self._send(sender, Unicast2Header(SEND_FIRST_SEQNO, seqno), OOB)
 
     def _handle_xmit_req(self, sender, low: int, high: int) -> None:
         self.counters["xmit_reqs_received"] += 1
