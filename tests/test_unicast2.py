@@ -17,8 +17,10 @@ from jgpy import DIALECT, UUID, Message
 from jgpy._core.headers import Unicast2Header
 from jgpy.protocols.unicast2 import UNICAST2
 from jgpy.stack.events import Event, EventType
+from jgpy.testing.cluster import stock
 from jgpy.testing.javajson import to_json
 from tests.fakestack import FakeNetwork, FakeStack, wait_until
+from tests.test_stack_interop import cluster_factory, exchange  # noqa: F401 - a fixture
 
 DATA, XMIT_REQ, SEND_FIRST, STABLE = (Unicast2Header.DATA, Unicast2Header.XMIT_REQ,
                                       Unicast2Header.SEND_FIRST_SEQNO, Unicast2Header.STABLE)
@@ -390,3 +392,54 @@ def test_header_bytes_match_the_jar(java_codec, hdr, expected):
     back = DIALECT.decode(Unicast2Header, expected)
     assert (back.type, back.seqno, back.high_seqno, back.conn_id, back.first) == \
         (hdr.type, hdr.seqno, hdr.high_seqno, hdr.conn_id, hdr.first)
+
+
+# ------------------------------------------------------------------ the jar's udp-largecluster.xml with Java
+
+LARGECLUSTER = "udp-largecluster.xml"
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("kinds", ["JP", "PJ", "PJPJ"])
+def test_udp_largecluster_in_mixed_clusters(cluster_factory, kinds):
+    """The jar's udp-largecluster.xml unchanged (UNICAST2 timeout="300,600,1200"): Java and jgpy coordinators,
+    multicasts and UNICAST2 unicasts both ways, every stream complete and in order."""
+    c = cluster_factory(kinds, config=stock(LARGECLUSTER))
+    c.start()
+    c.assert_agreement()
+    exchange(c, 2000 if len(kinds) <= 2 else 1000, unicasts=2000)
+    for m in c.members:
+        st = m.stats()
+        assert "UNICAST2" in st and "UNICAST" not in st, sorted(st)
+        if m.kind == "jgpy":
+            assert st["UNICAST2"]["msgs_sent"] >= 2000 and st["UNICAST2"]["dropped_unknown_conn"] == 0
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("kinds", ["JP", "PJ"])
+def test_udp_largecluster_loss_is_recovered_by_xmit_req(cluster_factory, kinds):
+    """10 % loss both ways on the jgpy member (DISCARD above UDP): the gaps in the unicast streams are asked
+    for with XMIT_REQ by both sides and answered. A lost last unicast is only found by the receiver's STABLE
+    (every stable_interval, 60 s in the config; 2.12 has no other way): STABLE every 2 s here, the same path
+    sooner."""
+    base = stock(LARGECLUSTER).with_properties("UNICAST2", stable_interval="2000") \
+        .with_properties("pbcast.STABLE", desired_avg_gossip="5000")
+    lossy = base.insert("DISCARD", {"up": "0", "down": "0", "excludeItself": "false"}, after="UDP")
+    c = cluster_factory(kinds, config=base, jgpy_config=lossy)
+    c.start()
+    c.assert_agreement()
+    for m in c.members:
+        if m.kind == "jgpy":
+            d = m.channel.stack.find("DISCARD")
+            d.up_loss = d.down_loss = 0.1
+    exchange(c, 500, unicasts=2000, timeout=300)
+    for m in c.members:
+        st = m.stats()
+        if m.kind == "jgpy":
+            u2 = st["UNICAST2"]
+            assert st["DISCARD"]["num_up"] > 0 and st["DISCARD"]["num_down"] > 0
+            assert u2["xmit_reqs_sent"] > 0 and u2["xmit_reqs_received"] > 0 and u2["xmits"] > 0, u2
+        else:
+            assert int(st["UNICAST2"]["num_xmits"]) > 0, st["UNICAST2"]
