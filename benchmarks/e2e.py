@@ -85,6 +85,11 @@ SEQ_CONFIG = "sequencer.xml"
 ENC_TWO = [Workload("enc_mcast_1k_2", "udp.xml + encrypt.xml's ENCRYPT: 1 KB multicast, 1 sender, 2 members",
                     "mcast", 1000, 150_000, 15_000, 2)]
 
+#: the jar's unchanged udp-largecluster.xml: its unicasts go through UNICAST2 (NAK-based) instead of UNICAST
+LC_CONFIG = "udp-largecluster.xml"
+LC_TWO = [Workload("lc_unicast_1k", "udp-largecluster.xml (UNICAST2): 1 KB unicast stream, 2 members", "unicast",
+                   1000, 150_000, 15_000, 2)]
+
 
 def encrypt_config() -> str:
     """``build/encrypt-udp.xml``: udp.xml with encrypt.xml's ENCRYPT element below pbcast.GMS (written each run)."""
@@ -285,12 +290,19 @@ def run_encrypt_rows(scale: float, reps: int, java: bool = True) -> tuple[list, 
     return P.run_suite(egs, reps=reps, config=encrypt_config(), progress=progress, warmup=min(1.0, scale)), egs[0][1]
 
 
+def run_largecluster_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The udp-largecluster.xml rows (``LC_TWO``): (records, workloads)."""
+    lgs = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in LC_TWO])]
+    return P.run_suite(lgs, reps=reps, config=LC_CONFIG, progress=progress, warmup=min(1.0, scale)), lgs[0][1]
+
+
 def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
-        flush: bool = True, sequencer: bool = True, encrypt: bool = True) -> dict:
+        flush: bool = True, sequencer: bool = True, encrypt: bool = True, largecluster: bool = True) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
     the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
     workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
-    workloads (``seq_``); ``encrypt``: the ENCRYPT workload (``enc_``, :func:`encrypt_config`)."""
+    workloads (``seq_``); ``encrypt``: the ENCRYPT workload (``enc_``, :func:`encrypt_config`); ``largecluster``: the
+    udp-largecluster.xml (UNICAST2) workload (``lc_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -323,6 +335,10 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
         erecs, ews = run_encrypt_rows(scale, reps, java=reason is None)
         records += erecs
         workloads += ews
+    if largecluster:
+        lrecs, lws = run_largecluster_rows(scale, reps, java=reason is None)
+        records += lrecs
+        workloads += lws
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "", "flush_latency": latency,
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -430,6 +446,10 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     t = rows.get("enc_mcast_1k_2", {})
     if t:
         add("ENCRYPT (udp.xml + encrypt.xml's ENCRYPT): throughput jgpy / Java, 1 KB multicast",
+            _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+    t = rows.get("lc_unicast_1k", {})
+    if t:
+        add("udp-largecluster.xml (UNICAST2): throughput jgpy / Java, 1 KB unicast",
             _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
@@ -662,10 +682,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
     ap.add_argument("--only-encrypt", action="store_true", help="only the ENCRYPT rows (udp.xml + encrypt.xml's "
                     "ENCRYPT)")
+    ap.add_argument("--only-largecluster", action="store_true", help="only the udp-largecluster.xml (UNICAST2) rows")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    if args.only_flush or args.only_sequencer or args.only_encrypt:
+    if args.only_flush or args.only_sequencer or args.only_encrypt or args.only_largecluster:
         reason = java_unavailable_reason()
         if reason is None:
             ensure_compiled()
@@ -675,9 +696,12 @@ def main(argv: list[str] | None = None) -> dict:
             recs, ws, lat = run_flush_rows(args.scale, args.reps, args.members3, java=reason is None)
         elif args.only_encrypt:
             recs, ws = run_encrypt_rows(args.scale, args.reps, java=reason is None)
+        elif args.only_largecluster:
+            recs, ws = run_largecluster_rows(args.scale, args.reps, java=reason is None)
         else:
             recs, ws = run_sequencer_rows(args.scale, args.reps, args.members3, java=reason is None)
-        config = FLUSH_CONFIG if args.only_flush else "encrypt-udp.xml" if args.only_encrypt else SEQ_CONFIG
+        config = (FLUSH_CONFIG if args.only_flush else "encrypt-udp.xml" if args.only_encrypt
+                  else LC_CONFIG if args.only_largecluster else SEQ_CONFIG)
         result = {"config": config, "scale": args.scale, "reps": args.reps,
                   "java": reason is None, "records": recs, "jvm": "", "flush_latency": lat, "raw": {},
                   "workloads": [w.__dict__ for w in ws], "seconds": time.time() - t0}
