@@ -363,6 +363,30 @@ def test_absurd_seqnos_from_a_member_are_dropped_and_its_gaps_asked_for_in_bound
         s.close()
 
 
+def test_connections_to_non_members_are_capped_and_expire():
+    """Send windows to non-members: at most max_nonmember_connections (the oldest goes), and removed
+    max_retransmit_time after they were opened (2.12's AgeOutCache), with the receive window of the peer."""
+    s = FakeStack(unicast2(max_nonmember_connections=10, max_retransmit_time=300, xmit_tick=20,
+                           stable_interval=0), connect=True)
+    try:
+        q = UUID.random()
+        s.install_view([s.local_addr, q])
+        for _ in range(50):
+            s.send(Message(UUID.random(), b"answer to a stranger"))
+        s.send(Message(q, b"to a member"))
+        st = s.prot.dump_stats()
+        assert len(s.prot.send_table) == 11 and st["nonmember_send_windows"] == 10
+        assert st["nonmember_sends_evicted"] == 40
+        x = UUID.random()
+        s.tp.inject([data(s, x, 1, first=True)])
+        s.send(Message(x, b"answer"))
+        wait_until(lambda: set(s.prot.send_table) == {q} and set(s.prot.recv_table) == set(), timeout=5,
+                   msg="expiry of the non-members' connections")
+        assert s.prot.counters["nonmembers_expired"] + len(sent_to(s, x, STABLE)) >= 1
+    finally:
+        s.close()
+
+
 def test_properties_are_checked_at_init():
     from jgpy.errors import ConfigError
     for bad in ({"max_stable_msgs": 0}, {"max_bytes": 0}):
@@ -443,3 +467,71 @@ def test_udp_largecluster_loss_is_recovered_by_xmit_req(cluster_factory, kinds):
             assert u2["xmit_reqs_sent"] > 0 and u2["xmit_reqs_received"] > 0 and u2["xmits"] > 0, u2
         else:
             assert int(st["UNICAST2"]["num_xmits"]) > 0, st["UNICAST2"]
+
+
+# ------------------------------------------------------------------ hostile peers against a live member
+
+def _u2(typ: int, seqno: int, high: int = 0, conn_id: int = 0, first: bool = False):
+    from jgpy.testing import hostile
+    body = struct.pack(">bqh?", typ, seqno, conn_id, first) if typ == DATA else \
+        struct.pack(">bq", typ, seqno) if typ == SEND_FIRST else struct.pack(">bqq", typ, seqno, high)
+    return hostile.Hdr(40, 73, body)              # UNICAST2's protocol id, Unicast2Header's magic
+
+
+def _unicast2_attacks(f, rnd: random.Random, target, member, strangers: int):
+    """Made-up senders' DATA (first at random seqnos, absurdly far, seqno 0, unknown connections), XMIT_REQs,
+    STABLEs and SEND_FIRST_SEQNOs for absurd ranges, a header type 2.12 does not know; then the same requests
+    in a member's name, and a DATA of it far ahead."""
+    from jgpy.testing import hostile
+    for _ in range(strangers):
+        src = hostile.stranger(rnd)
+        first = rnd.randrange(1, 1000)
+        for kind, hdr, payload in (
+                ("u2-first", _u2(DATA, first, conn_id=3, first=True), b"hello"),
+                ("u2-far-seqno", _u2(DATA, first + (1 << 40), conn_id=3), b"far"),
+                ("u2-seqno-0", _u2(DATA, 0, conn_id=4, first=True), b"zero"),
+                ("u2-unknown-conn", _u2(DATA, rnd.randrange(1 << 62), conn_id=5), b"who"),
+                ("u2-xmit-req", _u2(XMIT_REQ, -(1 << 63), (1 << 63) - 1), None),
+                ("u2-stable", _u2(STABLE, 1 << 62, 1 << 62), None),
+                ("u2-send-first", _u2(SEND_FIRST, 1 << 62), None),
+                ("u2-bad-type", _u2(9, 1, 2), None)):
+            yield kind, f.dgram(src, [hdr], target, payload)
+    for kind, hdr in (("u2-member-xmit-req", _u2(XMIT_REQ, -(1 << 63), (1 << 63) - 1)),
+                      ("u2-member-send-first", _u2(SEND_FIRST, 1 << 62)),
+                      ("u2-member-far-seqno", _u2(DATA, 1 << 40, conn_id=0)),
+                      ("u2-member-far-seqno", _u2(DATA, 1 << 22, conn_id=0))):
+        yield kind, f.dgram(member, [hdr], target, b"spoofed")
+
+
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.timeout(300)
+def test_hostile_unicast2_input_is_counted_and_bounded(figures):
+    """A jgpy member on udp-largecluster.xml (own process) under UNICAST2 attacks on its unicast socket: alive,
+    RSS bounded, the legitimate member's traffic complete and in order, the attacks counted."""
+    from jgpy.testing import hostile
+    from jgpy.testing.java import udp_props, unique_group
+    from tests.test_hostile_peers import Scene
+    scene = Scene(stock(LARGECLUSTER), udp_props(*unique_group()), "p")
+    try:
+        scene.legit_round(100)
+        assert scene._wait_delivery(30)
+        base = scene.rss()
+        f = hostile.Forger(scene.cluster)
+        attacks = list(_unicast2_attacks(f, random.Random(5), scene.t_addr, scene.l_addr, 300))
+        sent: dict = {}
+        for i in range(0, len(attacks), 200):
+            for k, v in hostile.send_datagrams(attacks[i:i + 200], scene.target_physical).items():
+                sent[k] = sent.get(k, 0) + v
+            scene.legit_round(10)
+        scene.legit_round(50)
+        stats = scene.assert_survived(base, figures, "UNICAST2 attacks")
+        u2 = stats["UNICAST2"]
+        figures("UNICAST2 attack datagrams", sum(sent.values()))
+        assert u2["events_failed"] == 0, u2
+        assert u2["xmit_reqs_unknown"] >= 250 and u2["stables_unknown"] >= 250, u2
+        assert u2["first_seqno_requests_unknown"] >= 250 and u2["dropped_bad_seqno"] >= 250, u2
+        assert u2["dropped_unknown_conn"] >= 250 and u2["nonmember_recv_windows"] <= 64, u2
+        assert len(u2["connections"]) <= 2 * 64 + 2 and u2["in_recv_windows"] < 1000, u2
+    finally:
+        scene.close()

@@ -167,14 +167,17 @@ class UNICAST2(Unicast2Core, Protocol):
         for msg in msgs:
             self.down_prot.down_msg(msg)
 
-    def _kept(self, win: AckSenderWindow, first: int, last: int) -> list:
-        """(lock held) The messages of win in [first, last], at most max_xmit_req_size of them."""
+    def _kept(self, win: AckSenderWindow, first: int, last: int, count_missing: bool = False) -> list:
+        """(lock held) The messages of win in [first, last], at most max_xmit_req_size of them (with
+        count_missing, those of the seqnos looked at that are not there are counted: xmit_not_found)."""
         first = max(first, win.lowest_seqno)
         last = min(last, win.highest)
         if self.max_xmit_req_size > 0:
             last = min(last, first + self.max_xmit_req_size - 1)
-        found = [win.get(s) for s in range(first, last + 1)]
-        return [m for m in found if m is not None]
+        found = [m for m in (win.get(s) for s in range(first, last + 1)) if m is not None]
+        if count_missing and last >= first:
+            self.counters["xmit_not_found"] += last - first + 1 - len(found)
+        return found
 
     # ---- receiving ----
 
@@ -234,10 +237,7 @@ class UNICAST2(Unicast2Core, Protocol):
             if conn is None:
                 self.counters["xmit_reqs_unknown"] += 1
                 return
-            found = self._kept(conn.win, low, high)
-            top = min(high, conn.win.highest)
-            if top >= low and len(found) < top - low + 1 and len(found) < (self.max_xmit_req_size or 1 << 62):
-                self.counters["xmit_not_found"] += top - low + 1 - len(found)
+            found = self._kept(conn.win, low, high, count_missing=True)
         self._resend(found)
 
     def _handle_stable(self, sender, highest_delivered: int, highest_received: int) -> None:
