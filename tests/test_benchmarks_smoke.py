@@ -135,7 +135,7 @@ def test_e2e_suite_tiny(tmp_path):
     assert len(res["flush_latency"]) == 8 and all(r["flushes"] > 0 for r in res["flush_latency"])
     for w in e2e.SEQ_TWO + e2e.SEQ_THREE:                       # sequencer.xml: every member sends
         assert {(w.key, c) for c in ("java", "jgpy", "mixed")} <= cols
-    for w in e2e.ENC_TWO:                                       # udp.xml + encrypt.xml's ENCRYPT
+    for w in e2e.ENC_TWO + e2e.LC_TWO:                          # ENCRYPT; udp-largecluster.xml (UNICAST2)
         assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
     for r in res["records"]:
         if r["pattern"] in RTT_PATTERNS:
@@ -151,6 +151,7 @@ def test_e2e_suite_tiny(tmp_path):
     assert "### Flush latency (flush-udp.xml)" in md
     assert "| sequencer.xml: throughput jgpy / Java, 1 KB multicast, all 3 send |" in md
     assert "| ENCRYPT (udp.xml + encrypt.xml's ENCRYPT): throughput jgpy / Java, 1 KB multicast |" in md
+    assert "| udp-largecluster.xml (UNICAST2): throughput jgpy / Java, 1 KB unicast |" in md
     json.dumps(res)                                            # the JSON file can be written
     pngs = e2e.plots(res, tmp_path)
     if importlib.util.find_spec("matplotlib") is None:
