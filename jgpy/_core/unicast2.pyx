@@ -65,10 +65,12 @@ cdef class Unicast2Arrival(Arrival):
     pass
 
 
-cdef inline void _event(Unicast2Arrival a, str what, object sender, object x, object y):
-    if a.events is None:
-        a.events = []
-    a.events.append((what, sender, x, y))
+cdef inline list _note(list events, str what, object sender, object x, object y):
+    """events (a new list when None) with ``(what, sender, x, y)`` appended."""
+    if events is None:
+        events = []
+    events.append((what, sender, x, y))
+    return events
 
 
 cdef class Unicast2Core(OrderedCore):
@@ -209,7 +211,7 @@ cdef class Unicast2Core(OrderedCore):
         return deliver, oob, events
 
     cdef list _process(self, list mine, list rest, list deliver, list oob):
-        cdef Unicast2Arrival a = Unicast2Arrival.__new__(Unicast2Arrival)
+        cdef list events = None
         cdef Py_ssize_t i, j, k, n = PyList_GET_SIZE(mine)
         cdef Py_ssize_t max_batch = self.max_msg_batch_size
         cdef Message m, r
@@ -234,13 +236,13 @@ cdef class Unicast2Core(OrderedCore):
             sender = m.src
             if t != U2_DATA:
                 if t == U2_XMIT_REQ:
-                    _event(a, "xmit_req", sender, h.seqno, h.high_seqno)
+                    events = _note(events, "xmit_req", sender, h.seqno, h.high_seqno)
                 elif t == U2_STABLE:
-                    _event(a, "stable", sender, h.seqno, h.high_seqno)
+                    events = _note(events, "stable", sender, h.seqno, h.high_seqno)
                 elif t == U2_SEND_FIRST_SEQNO:
-                    _event(a, "send_first_seqno", sender, h.seqno, None)
+                    events = _note(events, "send_first_seqno", sender, h.seqno, None)
                 else:
-                    _event(a, "bad_type", sender, t, None)
+                    events = _note(events, "bad_type", sender, t, None)
                 continue
             self.msgs_received += 1
             seq = h.seqno
@@ -250,19 +252,19 @@ cdef class Unicast2Core(OrderedCore):
             if e is None and h.first:
                 if seq < 1:
                     self.dropped_bad_seqno += 1
-                    _event(a, "bad_seqno", sender, f"first seqno {seq} < 1", None)
+                    events = _note(events, "bad_seqno", sender, f"first seqno {seq} < 1", None)
                     continue
                 e = self._open(sender, h.conn_id, seq)
             if e is None:
                 self.dropped_unknown_conn += 1
-                _event(a, "no_connection", sender, seq, None)
+                events = _note(events, "no_connection", sender, seq, None)
                 continue
             entry = <Unicast2Receiver>e
             win = entry.win
             if not entry.member:
                 if seq > win._hd and <uint64_t>seq - <uint64_t>win._hd > <uint64_t>self.nonmember_window:
                     self.dropped_nonmember_window += 1
-                    _event(a, "window_full", sender, None, None)
+                    events = _note(events, "window_full", sender, None, None)
                     continue
                 entry.last_used = monotonic_s()
                 if self.nonmembers.pop(sender, None) is not None:     # most recently used: last
@@ -271,7 +273,7 @@ cdef class Unicast2Core(OrderedCore):
                 added = win.c_add(seq, m, now)
             except OverflowError as err:         # a seqno absurdly far ahead: a bogus message
                 self.dropped_bad_seqno += 1
-                _event(a, "bad_seqno", sender, str(err), None)
+                events = _note(events, "bad_seqno", sender, str(err), None)
                 continue
             if not added:
                 self.duplicates += 1
@@ -280,7 +282,7 @@ cdef class Unicast2Core(OrderedCore):
             entry.received_bytes += m._len
             if entry.received_bytes >= self.max_bytes:
                 entry.received_bytes = 0
-                _event(a, "stable_due", sender, None, None)
+                events = _note(events, "stable_due", sender, None, None)
             if m.flags & OOB:
                 oob.append(m)
             while True:
@@ -292,4 +294,4 @@ cdef class Unicast2Core(OrderedCore):
                         deliver.append(r)
                 if max_batch <= 0 or k < max_batch:
                     break
-        return a.events
+        return events
