@@ -387,6 +387,23 @@ def test_connections_to_non_members_are_capped_and_expire():
         s.close()
 
 
+def test_total_above_unicast2_takes_it_for_the_reliable_unicast_layer():
+    """TOTAL drops a unicast that did not come through the reliable unicast layer below it: with UNICAST2 in
+    place of UNICAST, that is UNICAST2's header."""
+    from jgpy.stack.config import load_config
+    from jgpy.stack.protocol import Protocol
+    from jgpy.stack.stack import ProtocolStack
+    from jgpy.testing.java import udp_props, unique_group
+    stack = ProtocolStack(load_config("total-udp.xml").replace("UNICAST", "UNICAST2"), Protocol(),
+                          udp_props(*unique_group()))
+    try:
+        stack.start(f"u2-total-{UUID.random()}")
+        assert stack.find("TOTAL")._reliable_ids == (stack.find("pbcast.NAKACK").id, stack.find("UNICAST2").id)
+    finally:
+        stack.stop()
+        stack.destroy()
+
+
 def test_properties_are_checked_at_init():
     from jgpy.errors import ConfigError
     for bad in ({"max_stable_msgs": 0}, {"max_bytes": 0}):
