@@ -520,7 +520,6 @@ def _unicast2_attacks(f, rnd: random.Random, target, member, strangers: int):
         yield kind, f.dgram(member, [hdr], target, b"spoofed")
 
 
-@pytest.mark.interop
 @pytest.mark.processes
 @pytest.mark.timeout(300)
 def test_hostile_unicast2_input_is_counted_and_bounded(figures):
