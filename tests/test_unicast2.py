@@ -551,3 +551,28 @@ def test_hostile_unicast2_input_is_counted_and_bounded(figures):
         assert len(u2["connections"]) <= 2 * 64 + 2 and u2["in_recv_windows"] < 1000, u2
     finally:
         scene.close()
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(300)
+def test_new_connection_with_a_lost_first_message_both_ways_with_java(cluster_factory):
+    """JP on udp-largecluster.xml: the jgpy member drops both its connections with the Java member (a restart
+    of the connection: a new conn_id) and loses the first message of the new one. Java asks for it
+    (SEND_FIRST_SEQNO) and we resend it; our receive window for Java is gone, so we ask Java the same way; every
+    unicast stream stays complete and in order."""
+    base = stock(LARGECLUSTER)
+    c = cluster_factory("JP", config=base,
+                        jgpy_config=base.insert("DISCARD", {"up": "0", "down": "0"}, after="UDP"))
+    c.start()
+    c.assert_agreement()
+    p = c.members[1]
+    u2, discard = p.channel.stack.find("UNICAST2"), p.channel.stack.find("DISCARD")
+    java = p.address_of("J1")
+    old_conn = u2.send_table[java].conn_id
+    u2.remove_connection(java)
+    discard.drop_down_unicasts = 1
+    exchange(c, 100, unicasts=500)
+    st = p.stats()["UNICAST2"]
+    assert u2.send_table[java].conn_id != old_conn
+    assert st["first_seqno_requests_received"] >= 1 and st["first_seqno_requests_sent"] >= 1, st
+    assert st["dropped_unknown_conn"] >= 1, st
