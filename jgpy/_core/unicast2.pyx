@@ -106,7 +106,7 @@ cdef class Unicast2Core(OrderedCore):
         self.lock.take()
         try:
             c = self.send_table.get(dest)
-            conn = <Unicast2Sender>(self._new_connection(dest) if c is None else c)
+            conn = <Unicast2Sender?>(self._new_connection(dest) if c is None else c)
             seq = conn.next_seqno
             hdr.seqno = seq
             hdr.conn_id = conn.conn_id
