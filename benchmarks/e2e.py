@@ -86,6 +86,11 @@ SEQ_CONFIG = "sequencer.xml"
 ENC_TWO = [Workload("enc_mcast_1k_2", "udp.xml + encrypt.xml's ENCRYPT: 1 KB multicast, 1 sender, 2 members",
                     "mcast", 1000, 150_000, 15_000, 2)]
 
+#: the jar's unchanged udp-largecluster.xml: its unicasts go through UNICAST2 (NAK-based) instead of UNICAST
+LC_CONFIG = "udp-largecluster.xml"
+LC_TWO = [Workload("lc_unicast_1k", "udp-largecluster.xml (UNICAST2): 1 KB unicast stream, 2 members", "unicast",
+                   1000, 150_000, 15_000, 2)]
+
 
 def encrypt_config() -> str:
     """``build/encrypt-udp.xml``: udp.xml with encrypt.xml's ENCRYPT element below pbcast.GMS (written each run)."""
@@ -323,15 +328,29 @@ def run_tunnel_rows(scale: float, reps: int, java: bool = True) -> tuple[list, l
     return records, workloads
 
 
+def run_largecluster_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The udp-largecluster.xml rows (``LC_TWO``): (records, workloads)."""
+    lgs = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in LC_TWO])]
+    return P.run_suite(lgs, reps=reps, config=LC_CONFIG, progress=progress, warmup=min(1.0, scale)), lgs[0][1]
+
+
+#: the row sets beyond udp.xml, tcp.xml, flush-udp.xml and sequencer.xml: name -> (rows(scale, reps, java) ->
+#: (records, workloads), the config they run); ``run(extras=...)`` and ``--only NAME`` pick them
+EXTRA_ROWS = {
+    "encrypt": (run_encrypt_rows, "encrypt-udp.xml"),
+    "compress": (run_compress_rows, COMPRESS_CONFIG),
+    "tunnel": (run_tunnel_rows, TUNNEL_CONFIG),
+    "largecluster": (run_largecluster_rows, LC_CONFIG),
+}
+
+
 def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = "udp.xml", tcp: bool = True,
-        flush: bool = True, sequencer: bool = True, encrypt: bool = True, compress: bool = True,
-        tunnel: bool = True) -> dict:
+        flush: bool = True, sequencer: bool = True, extras: tuple[str, ...] = tuple(EXTRA_ROWS)) -> dict:
     """The whole end-to-end suite; returns the result record (``markdown``/``plots`` render it). ``tcp``: also
     the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
     workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
-    workloads (``seq_``); ``encrypt``: the ENCRYPT workload (``enc_``, :func:`encrypt_config`); ``compress``: the
-    compress.xml workload (``compress_``); ``tunnel``: the tunnel.xml workloads through Java's and jgpy's routers
-    (``tunnel_``)."""
+    workloads (``seq_``); ``extras``: the row sets of :data:`EXTRA_ROWS` to run (ENCRYPT ``enc_``, compress.xml
+    ``compress_``, tunnel.xml through Java's and jgpy's routers ``tunnel_``, udp-largecluster.xml ``lc_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -360,18 +379,10 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
         srecs, sws = run_sequencer_rows(scale, reps, members3, java=reason is None)
         records += srecs
         workloads += sws
-    if encrypt:
-        erecs, ews = run_encrypt_rows(scale, reps, java=reason is None)
-        records += erecs
-        workloads += ews
-    if compress:
-        crecs, cws = run_compress_rows(scale, reps, java=reason is None)
-        records += crecs
-        workloads += cws
-    if tunnel:
-        trecs, tws = run_tunnel_rows(scale, reps, java=reason is None)
-        records += trecs
-        workloads += tws
+    for name in extras:
+        recs, ws = EXTRA_ROWS[name][0](scale, reps, java=reason is None)
+        records += recs
+        workloads += ws
     return {"config": config, "scale": scale, "reps": reps, "java": reason is None, "records": records,
             "jvm": jvm_info() if reason is None else "", "flush_latency": latency,
             "raw": raw, "workloads": [w.__dict__ for w in workloads], "seconds": time.time() - started}
@@ -493,6 +504,10 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
         if t:
             add(f"tunnel.xml through {router}'s GossipRouter: throughput jgpy / Java, 1 KB multicast",
                 _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+    t = rows.get("lc_unicast_1k", {})
+    if t:
+        add("udp-largecluster.xml (UNICAST2): throughput jgpy / Java, 1 KB unicast",
+            _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     if m:
         raw = _raw_rate(result, next(iter(m.values())), 1000)
         add("jgpy / raw C limit, 1 KB multicast (msgs/s vs 1 KB datagrams/s)", p, raw, "/s")
@@ -722,14 +737,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", default="", help="write the result to this file")
     ap.add_argument("--only-flush", action="store_true", help="only the flush-udp.xml rows and the flush latency")
     ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
-    ap.add_argument("--only-encrypt", action="store_true", help="only the ENCRYPT rows (udp.xml + encrypt.xml's "
-                    "ENCRYPT)")
-    ap.add_argument("--only-compress", action="store_true", help="only the compress.xml rows")
-    ap.add_argument("--only-tunnel", action="store_true", help="only the tunnel.xml rows (Java's and jgpy's router)")
+    ap.add_argument("--only", choices=sorted(EXTRA_ROWS), help="only one of the extra row sets (encrypt: udp.xml + "
+                    "encrypt.xml's ENCRYPT; compress; tunnel: Java's and jgpy's router; largecluster: UNICAST2)")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members
-    if args.only_flush or args.only_sequencer or args.only_encrypt or args.only_compress or args.only_tunnel:
+    if args.only_flush or args.only_sequencer or args.only:
         reason = java_unavailable_reason()
         if reason is None:
             ensure_compiled()
@@ -737,16 +750,11 @@ def main(argv: list[str] | None = None) -> dict:
         lat: list[dict] = []
         if args.only_flush:
             recs, ws, lat = run_flush_rows(args.scale, args.reps, args.members3, java=reason is None)
-        elif args.only_encrypt:
-            recs, ws = run_encrypt_rows(args.scale, args.reps, java=reason is None)
-        elif args.only_compress:
-            recs, ws = run_compress_rows(args.scale, args.reps, java=reason is None)
-        elif args.only_tunnel:
-            recs, ws = run_tunnel_rows(args.scale, args.reps, java=reason is None)
+        elif args.only:
+            recs, ws = EXTRA_ROWS[args.only][0](args.scale, args.reps, java=reason is None)
         else:
             recs, ws = run_sequencer_rows(args.scale, args.reps, args.members3, java=reason is None)
-        config = FLUSH_CONFIG if args.only_flush else "encrypt-udp.xml" if args.only_encrypt else \
-            COMPRESS_CONFIG if args.only_compress else TUNNEL_CONFIG if args.only_tunnel else SEQ_CONFIG
+        config = FLUSH_CONFIG if args.only_flush else EXTRA_ROWS[args.only][1] if args.only else SEQ_CONFIG
         result = {"config": config, "scale": args.scale, "reps": args.reps,
                   "java": reason is None, "records": recs, "jvm": "", "flush_latency": lat, "raw": {},
                   "workloads": [w.__dict__ for w in ws], "seconds": time.time() - t0}

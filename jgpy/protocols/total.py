@@ -189,7 +189,7 @@ class TOTAL(Protocol):
         below = prots[:prots.index(self)] if self in prots else []
         self._lower_ids = tuple(p.id for p in below if p.id)
         ids = {p.NAME: p.id for p in below}
-        self._reliable_ids = (ids.get("pbcast.NAKACK", 0), ids.get("UNICAST", 0))
+        self._reliable_ids = (ids.get("pbcast.NAKACK", 0), ids.get("UNICAST", 0) or ids.get("UNICAST2", 0))
         self._task = self.timer.schedule_with_fixed_delay(self.resend_timeout, self.resend_timeout, self._tick,
                                                           "TOTAL retransmission")
 
@@ -321,7 +321,7 @@ class TOTAL(Protocol):
         if rel and not msg.has_header(rel):
             self.counters["dropped_unreliable"] += 1
             self._rl.warning("unreliable", "%s: dropped a TOTAL message from %s that did not come through %s",
-                             self.local_addr, src, "NAKACK" if msg.dest is None else "UNICAST")
+                             self.local_addr, src, "NAKACK" if msg.dest is None else "UNICAST(2)")
             return
         if t == NEW_VIEW_ACK:                    # a joiner's report may come before we have its view
             self._on_report(src, hdr, out)

@@ -53,6 +53,7 @@ PROTOCOLS: dict[str, str] = {
     "BARRIER": "jgpy.protocols.barrier:BARRIER",
     "pbcast.NAKACK": "jgpy.protocols.pbcast.nakack:NAKACK",
     "UNICAST": "jgpy.protocols.unicast:UNICAST",
+    "UNICAST2": "jgpy.protocols.unicast2:UNICAST2",
     "pbcast.STABLE": "jgpy.protocols.pbcast.stable:STABLE",
     "pbcast.GMS": "jgpy.protocols.pbcast.gms:GMS",
     "UFC": "jgpy.protocols.flow_control:UFC",
