@@ -39,6 +39,7 @@ PROTOCOLS: dict[str, str] = {
     "FILE_PING": "jgpy.protocols.file_ping:FILE_PING",
     "SHARED_LOOPBACK": "jgpy.protocols.shared_loopback:SHARED_LOOPBACK",
     "LOOPBACK": "jgpy.protocols.shared_loopback:LOOPBACK",
+    "JMS": "jgpy.protocols.jms:JMS",
     "MERGE2": "jgpy.protocols.merge2:MERGE2",
     "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",
     "FD_ALL": "jgpy.protocols.fd_all:FD_ALL",
