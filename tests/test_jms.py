@@ -9,18 +9,21 @@ view. The tests run in order on one broker and one cluster (module scope)."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 import types
 import uuid
 
 import pytest
 
-from jgpy import DIALECT, UUID, Message
+from jgpy import DIALECT, UUID, Channel, Message
 from jgpy._core.spec212 import PROTOCOL_IDS
 from jgpy.headers import TpHeader
-from jgpy.protocols.jms import default_topic, made_up_address, unicast_topic
+from jgpy.protocols.jms import BoundedInbox, Outbox, default_topic, made_up_address, unicast_topic
 from jgpy.stack.config import load_config
 from jgpy.testing.activemq import ActiveMQBroker, unavailable_reason
 from jgpy.testing.cluster import check_fifo, make_member, wait_all
+from jgpy.testing.java import free_port_block
 from jgpy.testing.javajson import from_json
 from tests.conftest import require, require_module
 from tests.test_stack_interop import exchange
@@ -104,6 +107,69 @@ def test_topic_names_and_made_up_addresses():
     assert all(240 <= int(a.host.split(".")[0]) <= 247 and 0 < a.port < 65536 for a in addrs)
     a = made_up_address()
     assert unicast_topic("jgpy.x", a) == f"jgpy.x.to.{a.host.replace('.', '-')}-{a.port}"
+
+
+def test_send_and_receive_queues_are_bounded():
+    out = Outbox(100)
+    up = lambda: True  # noqa: E731
+    assert out.put("/topic/t", bytes(60), 0.05, up)
+    t0 = time.monotonic()
+    assert not out.put("/topic/t", bytes(60), 0.05, up)    # full: waits for room, then gives up
+    assert time.monotonic() - t0 >= 0.04 and out.pending() == 1
+    assert not out.put("/topic/t", b"x", 1.0, lambda: False)  # link down: dropped at once
+    assert out.take(0.01) == [("/topic/t", bytes(60))] and out.pending() == 1    # in flight until written
+    out.in_flight = 0
+    assert out.put("/topic/t", bytes(100), 0.05, up) and out.pending() == 1
+
+    got, done = [], threading.Event()
+
+    class Sink:                                           # what the inbox passes datagrams up to
+        counters: dict = {}
+
+        def receive_datagrams(self, batch, sources, multicast):
+            got.extend(batch)
+            done.wait(5)
+    inbox = BoundedInbox(Sink(), "test-inbox", 100)       # type: ignore[arg-type]
+    try:
+        assert inbox.offer(bytes(50), True)               # taken at once: the sink holds it
+        assert wait_all(lambda: len(got) == 1 and inbox.bytes == 0, 5)
+        assert inbox.offer(bytes(60), True) and not inbox.offer(bytes(60), True) and inbox.bytes == 60
+        done.set()
+        assert wait_all(lambda: len(got) == 2 and inbox.bytes == 0, 5)
+        assert inbox.offer(bytes(100), False)
+    finally:
+        done.set()
+        inbox.stop()
+
+
+def test_connect_fails_when_no_broker_answers():
+    port = free_port_block(1)
+    config = jms_config(f"stomp://127.0.0.1:{port}").with_properties("JMS", connect_timeout="1500")
+    ch = Channel(config, "lonely")
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionError, match="cannot reach the broker"):
+        ch.connect(f"jms-{uuid.uuid4().hex[:8]}")
+    assert time.monotonic() - t0 < 10
+    ch.close()
+    assert wait_all(lambda: not [t for t in threading.enumerate() if t.name.startswith("jgpy-jms")], 5)
+
+
+def test_in_process_members_leave_gracefully(broker):
+    name = f"jms-{uuid.uuid4().hex[:8]}"
+    members = [make_member("P", n, jms_config(broker.url), {}) for n in ("X", "Y")]
+    try:
+        for m in members:
+            m.connect(name)
+        assert all(m.wait_view(["X", "Y"], 20) for m in members)
+        members[0].send_numbered(200)
+        assert members[1].wait_received(200, timeout=30)
+        assert not check_fifo(members[1].received.by_sender, {"X": 200})
+        members[1].disconnect()                           # a leave through the broker: no suspicion needed
+        assert members[0].wait_view(["X"], 10)
+    finally:
+        for m in members:
+            m.close()
+    assert wait_all(lambda: not [t for t in threading.enumerate() if t.name.startswith("jgpy-jms")], 10)
 
 
 def test_three_members_join_and_keep_fifo(cluster):

@@ -122,7 +122,7 @@ class BoundedInbox(Inbox):
         self.put(data, None, multicast)
         return True
 
-    def _taken(self, batch: list) -> None:
+    def _taken(self, batch: list[bytes]) -> None:
         n = sum(len(d) for d in batch)
         with self._room:
             self.bytes -= n
@@ -135,6 +135,7 @@ class Outbox:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._items: collections.deque[tuple[str, bytes]] = collections.deque()
+        self.in_flight = 0                        # taken by the link thread, not written yet
         self.cond = threading.Condition()
 
     def put(self, destination: str, body: bytes, timeout: float, open_: Callable[[], bool]) -> bool:
@@ -156,11 +157,13 @@ class Outbox:
             return True
 
     def take(self, timeout: float) -> list[tuple[str, bytes]]:
-        """Everything queued (waits up to ``timeout`` s for something)."""
+        """Everything queued (waits up to ``timeout`` s for something); the taker resets ``in_flight`` to 0 once
+        it has written them."""
         with self.cond:
             if not self._items:
                 self.cond.wait(timeout)
             items = list(self._items)
+            self.in_flight = len(items)
             self._items.clear()
             self.bytes = 0
             self.cond.notify_all()
@@ -174,8 +177,9 @@ class Outbox:
             self.cond.notify_all()
             return n
 
-    def __len__(self) -> int:
-        return len(self._items)
+    def pending(self) -> int:
+        """Frames queued or being written."""
+        return len(self._items) + self.in_flight
 
 
 class _Session:
@@ -184,26 +188,30 @@ class _Session:
 
     def __init__(self, link: "BrokerLink") -> None:
         self.link = link
-        self.connected = threading.Event()
+        self.connected = threading.Event()         # CONNECTED, or an ERROR before it (``refused``)
+        self.refused = False
         self.receipts: set[str] = set()
         self.receipt = threading.Condition()
 
     def current(self) -> bool:
         return self in self.link._sessions
 
-    def on_connected(self, frame) -> None:
+    def on_connected(self, frame: Any) -> None:
         self.connected.set()
 
-    def on_receipt(self, frame) -> None:
+    def on_receipt(self, frame: Any) -> None:
         with self.receipt:
             self.receipts.add(str(frame.headers.get("receipt-id")))
             self.receipt.notify_all()
 
-    def on_message(self, frame) -> None:
+    def on_message(self, frame: Any) -> None:
         if self.current():
             self.link.frame_received(frame.headers.get("subscription"), frame.body)
 
-    def on_error(self, frame) -> None:
+    def on_error(self, frame: Any) -> None:
+        if not self.connected.is_set():
+            self.refused = True                        # e.g. a rejected login: connect() fails now
+            self.connected.set()
         self.link.counters["broker_errors"] += 1
         self.link.rl.warning("broker-error", "%s: the broker sent an ERROR frame: %s", self.link.name,
                              str(frame.headers.get("message", ""))[:200])
@@ -217,8 +225,9 @@ class _Session:
 
 
 class BrokerLink:
-    """One STOMP connection to the broker, kept up by a thread of its own: it connects and subscribes, writes
-    the outbox, and reconnects with exponential backoff when the connection is lost."""
+    """The member's two STOMP connections to the broker (one publishes, one subscribes), kept up by a thread of
+    its own: it connects and subscribes, writes the outbox, and reconnects both with exponential backoff when
+    either is lost."""
 
     def __init__(self, tp: "JMS", name: str, subscriptions: list[tuple[str, str, dict[str, str]]],
                  deliver: Callable[[str, bytes], None]) -> None:
@@ -271,7 +280,7 @@ class BrokerLink:
     def stop(self, drain: float = 1.0) -> None:
         """Stop after writing what is queued (for up to ``drain`` s), then disconnect."""
         deadline = time.monotonic() + drain
-        while self.up.is_set() and len(self.outbox) and time.monotonic() < deadline:
+        while self.up.is_set() and self.outbox.pending() and time.monotonic() < deadline:
             time.sleep(0.01)
         self._running = False
         self.up.clear()
@@ -296,7 +305,10 @@ class BrokerLink:
                     self._pause(delay * (0.75 + secrets.randbelow(500) / 1000))
                     delay = min(delay * 2, self.tp.max_reconnect_interval / 1000)
                     continue
-                self._write(self.outbox.take(0.5))
+                try:
+                    self._write(self.outbox.take(0.5))
+                finally:
+                    self.outbox.in_flight = 0
             except Exception:  # noqa: BLE001 - the link thread never dies
                 self.rl.exception("link", "%s: the broker link failed; reconnecting", self.name)
                 self.lost()
@@ -337,6 +349,8 @@ class BrokerLink:
         conn.connect(tp.login, tp.passcode, wait=False)
         if not session.connected.wait(tp.connect_timeout / 1000):
             raise TimeoutError(f"no CONNECTED frame within {tp.connect_timeout} ms")
+        if session.refused:
+            raise ConnectionRefusedError("the broker answered CONNECT with an ERROR frame")
         return conn, session
 
     def _open(self) -> bool:
@@ -468,9 +482,11 @@ class JMS(TP):
         self._disconnect_broker()
         topic = self.topic_name or default_topic(cluster)
         self._topic = topic
+        physical = self.physical_addr
+        assert physical is not None, "JMS: CONNECT before start"
         subs: list[tuple[str, str, dict[str, str]]] = [(MULTICAST_SUB, f"/topic/{topic}", {}),
-                (UNICAST_SUB, f"/topic/{unicast_topic(topic, self.physical_addr)}", {})]
-        link = BrokerLink(self, f"{self.physical_addr.host}:{self.physical_addr.port}", subs, self._frame)
+                (UNICAST_SUB, f"/topic/{unicast_topic(topic, physical)}", {})]
+        link = BrokerLink(self, f"{physical.host}:{physical.port}", subs, self._frame)
         self._link = link
         link.start()
         if not link.up.wait(self.connect_timeout / 1000):

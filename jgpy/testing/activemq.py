@@ -51,7 +51,7 @@ class ActiveMQBroker:
         self.workdir = Path(workdir)
         self.port = free_port_block(1)
         self.heap = heap
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         conf = self.workdir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         (self.workdir / "data").mkdir(exist_ok=True)
