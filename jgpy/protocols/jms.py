@@ -341,7 +341,8 @@ class BrokerLink:
         tp = self.tp
         session = _Session(self)
         heartbeat = max(0, tp.heartbeat)
-        conn = stomp.Connection12(tp.broker_addresses(), reconnect_attempts_max=1, heartbeats=(heartbeat, heartbeat),
+        conn = stomp.Connection12(tp.broker_addresses(), reconnect_attempts_max=1, reconnect_sleep_initial=0,
+                                  heartbeats=(heartbeat, heartbeat),
                                   auto_decode=False, try_loopback_connect=False, keepalive=True)
         conn.set_listener("jgpy", session)
         self._sessions += (session,)
