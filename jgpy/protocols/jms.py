@@ -1,8 +1,7 @@
 """JMS: a transport whose datagrams travel through a message broker (seed 002's JMS; jgpy/conf/jms.xml).
 
-For sites where only a broker connects the members: every member keeps one STOMP connection to the broker
-(ActiveMQ, or any broker that speaks STOMP 1.2 with topics; the client is ``stomp.py``, the "jms" extra) and
-nothing else. 2.12 no longer ships a JMS transport, so there is no Java peer: this is a jgpy-only transport (its
+For sites where only a broker connects the members: every member keeps STOMP connections to the broker (ActiveMQ,
+or any broker that speaks STOMP 1.2 with topics; the client is ``stomp.py``, the "jms" extra) and nothing else. 2.12 no longer ships a JMS transport, so there is no Java peer: this is a jgpy-only transport (its
 protocol id, 514, is in jgpy's custom range; docs/ARCHITECTURE.md), carrying the usual encoded 2.12 datagrams.
 
 Design:
@@ -106,7 +105,7 @@ def parse_broker_url(url: str) -> list[tuple[str, int]]:
 
 
 class BoundedInbox(Inbox):
-    """The transport's inbox, bounded by the bytes it holds: ``put`` refuses a datagram that does not fit."""
+    """The transport's inbox, bounded by the bytes it holds: ``offer`` refuses a datagram that does not fit."""
 
     def __init__(self, tp: TP, name: str, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -441,6 +440,7 @@ class JMS(TP):
         self._link: BrokerLink | None = None
         self._inbox: BoundedInbox | None = None
         self._topic: str | None = None
+        self._mcast_dest = ""
         self.counters.update(dict.fromkeys(
             ("broker_connects", "broker_connect_failures", "broker_disconnects", "broker_errors", "send_failures",
              "broker_heartbeat_timeouts",
@@ -483,10 +483,11 @@ class JMS(TP):
         self._disconnect_broker()
         topic = self.topic_name or default_topic(cluster)
         self._topic = topic
+        self._mcast_dest = f"/topic/{topic}"
         physical = self.physical_addr
         assert physical is not None, "JMS: CONNECT before start"
-        subs: list[tuple[str, str, dict[str, str]]] = [(MULTICAST_SUB, f"/topic/{topic}", {}),
-                (UNICAST_SUB, f"/topic/{unicast_topic(topic, physical)}", {})]
+        subs: list[tuple[str, str, dict[str, str]]] = [
+            (MULTICAST_SUB, self._mcast_dest, {}), (UNICAST_SUB, f"/topic/{unicast_topic(topic, physical)}", {})]
         link = BrokerLink(self, f"{physical.host}:{physical.port}", subs, self._frame)
         self._link = link
         link.start()
@@ -522,7 +523,7 @@ class JMS(TP):
         if link is None:
             self.counters["dropped_disconnected"] += 1
             return
-        link.send(f"/topic/{self._topic}", data)
+        link.send(self._mcast_dest, data)
 
     def send_unicast_datagram(self, data: bytes, dest: IpAddress) -> None:
         link = self._link
