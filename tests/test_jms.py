@@ -4,7 +4,8 @@ Three jgpy members, each in its own process, join through the broker and keep pe
 and unicasts; the broker is killed and started again while they are connected (traffic resumes, what was sent
 meanwhile arrives once later traffic reveals the gaps); frames that are not datagrams, published on the cluster's
 topic and on a member's own, are counted and dropped; a member killed with -9 is found by FD_ALL and leaves the
-view. The tests run in order on one broker and one cluster (module scope)."""
+view; an outage longer than FD_ALL's timeout splits the members, and MERGE2 merges them back once the broker
+returns. The tests run in order on one broker and one cluster (module scope)."""
 
 from __future__ import annotations
 
@@ -262,3 +263,30 @@ def test_killed_member_is_detected_and_leaves_the_view(cluster):
         from_victim = len(m.received.by_sender.get(victim.name, []))
         assert m.wait_received(sum(expected.values()) + from_victim, timeout=60), m.received.count()
         assert not check_fifo({n: m.received.by_sender.get(n, []) for n in expected}, expected), m.name
+
+
+def test_outage_longer_than_fd_all_splits_and_merges_back(broker):
+    """Last (it kills the module's broker once more): an outage that outlasts FD_ALL's timeout makes every member
+    a cluster of its own; once the broker is back the links reconnect and MERGE2 merges them into one view."""
+    config = (jms_config(broker.url).with_properties("FD_ALL", timeout="2000", interval="500")
+              .with_properties("VERIFY_SUSPECT", timeout="500")
+              .with_properties("MERGE2", min_interval="1000", max_interval="3000"))
+    name = f"jms-{uuid.uuid4().hex[:8]}"
+    members = [make_member("P", n, config, {}) for n in ("X", "Y")]
+    try:
+        for m in members:
+            m.connect(name)
+        assert all(m.wait_view(["X", "Y"], 20) for m in members)
+        broker.kill()
+        assert members[0].wait_view(["X"], 20) and members[1].wait_view(["Y"], 20)
+        broker.start()
+        assert wait_all(lambda: all(sorted(m.view_names()) == ["X", "Y"] for m in members), 45), \
+            [m.view_names() for m in members]
+        for m in members:
+            m.send_numbered(100)
+        for m in members:
+            assert m.wait_received(200, timeout=30), m.received.count()
+            assert not check_fifo(m.received.by_sender, {"X": 100, "Y": 100}), m.name
+    finally:
+        for m in members:
+            m.close()
