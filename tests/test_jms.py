@@ -144,6 +144,7 @@ def test_send_and_receive_queues_are_bounded():
 
 
 def test_connect_fails_when_no_broker_answers():
+    require_module("stomp", "pip install stomp.py (or jgpy[jms])")
     port = free_port_block(1)
     config = jms_config(f"stomp://127.0.0.1:{port}").with_properties("JMS", connect_timeout="1500")
     ch = Channel(config, "lonely")
