@@ -17,7 +17,7 @@ FUZZ_RUNS ?= 10000000
 FUZZ_JOBS ?= 2
 ATHERIS_VERSION ?= 3.0.0
 
-.PHONY: all demo test test-quick typecheck lint-imports bench soak wheel sdist build deps java-peer interop clean \
+.PHONY: all demo test test-quick typecheck lint-imports bench soak wheel sdist build deps java-peer jms-broker interop clean \
 	distclean fuzz fuzz-deps
 
 all: build
@@ -59,6 +59,21 @@ java-peer:
 	  fi; \
 	fi
 
+# the message broker of the JMS transport's tests (tests/test_jms.py): Debian's ActiveMQ, run by the tests themselves
+# (a private broker on free ports); its package's own service is not needed
+ACTIVEMQ_JAR ?= /usr/share/activemq/bin/activemq.jar
+jms-broker:
+	@if [ ! -f $(ACTIVEMQ_JAR) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing the JMS tests' broker: activemq"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq activemq >/dev/null; \
+	  elif [ "$${CI:-}" = "true" ]; then \
+	    echo "CI=true but ActiveMQ ($(ACTIVEMQ_JAR)) is missing and we are not root to install it" >&2; exit 1; \
+	  else \
+	    echo "NOTE: no ActiveMQ; the JMS tests will be skipped. Install: sudo apt-get install -y activemq"; \
+	  fi; \
+	fi
+
 $(CLASSES)/.stamp: $(JAVA_SRC) | java-peer
 	@if command -v javac >/dev/null 2>&1 && [ -f $(JAR) ]; then \
 	  mkdir -p $(CLASSES) && javac -nowarn -Xlint:-options -encoding UTF-8 -d $(CLASSES) -cp $(JAR) $(JAVA_SRC) && touch $@; \
@@ -66,9 +81,9 @@ $(CLASSES)/.stamp: $(JAVA_SRC) | java-peer
 
 interop: $(CLASSES)/.stamp
 
-# every tier (tests/conftest.py: unit, interop, spark, processes, slow); CI=true makes a missing Java peer, pyarrow
-# or Spark a failure
-test: build interop typecheck lint-imports
+# every tier (tests/conftest.py: unit, interop, spark, processes, slow); CI=true makes a missing Java peer, pyarrow,
+# Spark or ActiveMQ a failure
+test: build interop jms-broker typecheck lint-imports
 	$(VPY) -m pytest tests --durations=20 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # the unit tier only: in-process tests without Java, Spark or processes (under two minutes on two cores)

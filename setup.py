@@ -114,6 +114,7 @@ setup(
     extras_require={
         "journal": ["numpy", "pyarrow"],
         "security": ["cryptography", "pyjks"],
+        "jms": ["stomp.py>=8"],
         "analysis": ["numpy", "pyarrow", "pyspark", "pandas<3", "matplotlib"],
     },
     entry_points={"console_scripts": ["jgpy=jgpy.__main__:main"]},

@@ -45,6 +45,7 @@ PROTOCOL_IDS = {
     "mux.Multiplexer": 203, "blocks.mux.MuxRequestCorrelator": 204,
     # ---- jgpy's own protocols (not in the jar; for jgpy-only clusters): ids above 2.12's custom bound ----
     "TOTAL": 513,
+    "JMS": 514,         # jgpy's transport through a message broker (seed 002's JMS; 2.12 no longer has one)
 }
 
 #: ids above this and magic numbers above that are custom (Java's ClassConfigurator reserves the ranges below
@@ -54,7 +55,7 @@ MAX_JGROUPS_MAGIC = 1024
 
 # every transport (TP and its subclasses) files its TpHeader under its own id; every discovery protocol
 # (Discovery and its subclasses) its PingHeaders
-TRANSPORTS = ("UDP", "TCP", "TCP_NIO", "TUNNEL", "LOOPBACK", "SHARED_LOOPBACK")
+TRANSPORTS = ("UDP", "TCP", "TCP_NIO", "TUNNEL", "LOOPBACK", "SHARED_LOOPBACK", "JMS")
 DISCOVERY = ("PING", "MPING", "S3_PING", "FILE_PING", "TCPPING", "TCPGOSSIP", "JDBC_PING", "BPING")
 
 

@@ -61,11 +61,15 @@ class Inbox:
                 data, src, _ = items.popleft()
                 batch.append(data)
                 sources.append(src)
+            self._taken(batch)
             try:
                 self.tp.receive_datagrams(batch, sources, kind)
             except Exception:  # noqa: BLE001 - one failed batch must not end the member's receiving
                 self.tp.counters["up_errors"] += 1
                 self.tp._rl.exception("inbox", "%s: passing %d datagram(s) up failed", self.tp.local_addr, len(batch))
+
+    def _taken(self, batch: list) -> None:
+        """Hook: ``batch`` left the inbox (a bounded inbox of a subclass releases their room)."""
 
     def stop(self, timeout: float = 2.0) -> None:
         self._running = False

@@ -46,6 +46,7 @@ PROTOCOLS: dict[str, str] = {
     "SFC": "jgpy.protocols.sfc:SFC",
     "TUNNEL": "jgpy.protocols.tunnel:TUNNEL",
     "TCPGOSSIP": "jgpy.protocols.tcpgossip:TCPGOSSIP",
+    "JMS": "jgpy.protocols.jms:JMS",
     "MERGE2": "jgpy.protocols.merge2:MERGE2",
     "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",
     "FD_ALL": "jgpy.protocols.fd_all:FD_ALL",
