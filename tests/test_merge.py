@@ -64,13 +64,14 @@ class ProcCluster:
     """Members in their own processes: ``J`` Java, ``p`` jgpy (``python -m jgpy node``); on udp.xml, or on
     tcp.xml with ``tcp``."""
 
-    def __init__(self, kinds: str, tcp: bool = False):
+    def __init__(self, kinds: str, tcp: bool = False, config=None):
+        """``config``: a udp.xml-based stack in place of :func:`merge_config`."""
         if tcp:
             self.config, self.props, _ = private_tcp(tcp_merge_config(), len(kinds))
         else:
             addr, port = unique_group()
             self.props = udp_props(addr, port)
-            self.config = merge_config()
+            self.config = config or merge_config()
         self.name = f"merge-{uuid.uuid4().hex[:8]}"
         counts: dict[str, int] = {}
         self.members = []
