@@ -37,6 +37,7 @@ class MERGE3(Protocol):
 
     min_interval = Property(to_int, 5000, "ms, at least, between two announcements of a coordinator")
     max_interval = Property(to_int, 20000, "ms, at most, between two announcements of a coordinator")
+    DEPRECATED_PROPERTIES = ("use_separate_thread",)
 
     def __init__(self) -> None:
         super().__init__()
