@@ -1,4 +1,4 @@
-"""SIZE, TRACE and STATS (2.12's diagnostic protocols) in a stack: they pass everything, log or count it, and
+"""SIZE, TRACE and STATS (2.12's diagnostic protocols) and jgpy's PERF and PRINTOBJS (seed 002's) in a stack: they pass everything, log or count it, and
 STATS' per-peer tables stay bounded whatever senders a batch names."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from jgpy.stack.config import load_config
 from jgpy.testing.cluster import wait_all
 
 CONFIG = load_config("shared-loopback.xml").insert("STATS", {}, after="SHARED_LOOPBACK") \
-    .insert("SIZE", {"print_msg": "true"}, after="FRAG2").insert("TRACE", {}, after="SIZE")
+    .insert("SIZE", {"print_msg": "true"}, after="FRAG2").insert("TRACE", {}, after="SIZE") \
+    .insert("PERF", {}, after="TRACE").insert("PRINTOBJS", {}, after="PERF")
 
 
 class Count(Receiver):
@@ -34,7 +35,8 @@ def test_they_pass_everything_and_log_or_count_it(caplog):
             for i in range(20):
                 a.send(None, b"x" * 100)
             a.send(b.address, b"y" * 50)
-            assert wait_all(lambda: b.receiver.n == 21, 10)
+            a.send(None, "an object")                               # a Java String: PRINTOBJS shows the value
+            assert wait_all(lambda: b.receiver.n == 22, 10)
         size = a.stack.find("SIZE")
         m = Message(None, b"x" * 100, a.address)
         assert f"size of serialized message is {size.serialized_size(m)}" in caplog.text
@@ -44,6 +46,9 @@ def test_they_pass_everything_and_log_or_count_it(caplog):
         text = a.stack.find("STATS").print_stats()
         assert "<mcast dest>" in text and "received:" in text
         assert b.stack.find("SIZE").dump_stats()["msgs_up"] >= 21
+        perf = b.stack.find("PERF").dump_stats()
+        assert perf["up_msgs"] >= 21 and perf["up_us_per_msg"] > 0 and "us/msg above" in b.stack.find("PERF").print_stats()
+        assert "received from A: 'an object'" in caplog.text and "received from A: 100 bytes 7878" in caplog.text
     finally:
         a.close()
         b.close()

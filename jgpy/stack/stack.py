@@ -43,6 +43,8 @@ PROTOCOLS: dict[str, str] = {
     "SIZE": "jgpy.protocols.size:SIZE",
     "TRACE": "jgpy.protocols.trace:TRACE",
     "STATS": "jgpy.protocols.stats:STATS",
+    "PERF": "jgpy.protocols.perf:PERF",
+    "PRINTOBJS": "jgpy.protocols.printobjs:PRINTOBJS",
     "SFC": "jgpy.protocols.sfc:SFC",
     "TUNNEL": "jgpy.protocols.tunnel:TUNNEL",
     "TCPGOSSIP": "jgpy.protocols.tcpgossip:TCPGOSSIP",
