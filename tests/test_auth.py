@@ -63,8 +63,7 @@ def x509(keystore: str, **props):
 
 
 def regex(pattern: str = LOOPBACK_PATTERN):
-    return stock("auth_regex.xml").replace("UNICAST2", "UNICAST", {"timeout": "300,600,1200"}) \
-        .with_properties("AUTH", match_string=pattern)
+    return stock("auth_regex.xml").with_properties("AUTH", match_string=pattern)
 
 
 def configs(case: str, keystores) -> tuple:
