@@ -282,10 +282,14 @@ class ObjectInput:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _enter(self) -> None:
-        """One more level of nesting (an object, array or class descriptor inside another)."""
-        if self._depth >= MAX_DEPTH:
+        """One more level of nesting (an object, array or class descriptor inside another); the deepest so far
+        is kept (a remembered descriptor, :data:`_DESC_SPANS`, needs as much)."""
+        depth = self._depth
+        if depth >= MAX_DEPTH:
             raise JavaSerializationError(f"objects nested more than {MAX_DEPTH} deep")
-        self._depth += 1
+        self._depth = depth = depth + 1
+        if depth > self._max_depth:
+            self._max_depth = depth
 
     def _u1(self) -> int:
         return self._exact(1)[0]
@@ -329,6 +333,10 @@ class ObjectInput:
             self._depth -= 1
 
     def _content_body(self, tc: int) -> Any:
+        if tc == TC_OBJECT:                 # the common codes first
+            return self._object()
+        if tc == TC_ARRAY:
+            return self._array()
         if tc == TC_NULL:
             return None
         if tc == TC_REFERENCE:
@@ -354,10 +362,6 @@ class ObjectInput:
             e = JavaEnum(desc.name if desc else "?", name)
             self._handles[h] = e
             return e
-        if tc == TC_ARRAY:
-            return self._array()
-        if tc == TC_OBJECT:
-            return self._object()
         if tc == TC_EXCEPTION:
             raise JavaSerializationError("the writer failed while writing (TC_EXCEPTION)")
         if tc in (TC_BLOCKDATA, TC_BLOCKDATALONG):
@@ -515,10 +519,49 @@ class _BytesObjectInput(ObjectInput):
     def _consumed(self) -> int:
         return self._pos
 
-    def _enter(self) -> None:
-        super()._enter()
-        if self._depth > self._max_depth:
-            self._max_depth = self._depth
+    def read_object(self) -> Any:
+        if self._left and self._data[self._pos] != TC_RESET:    # the common case: no reset first
+            tc = self._data[self._pos]
+            self._pos += 1
+            self._left -= 1
+            return self._content(tc)
+        return super().read_object()
+
+    def _class_desc(self) -> ClassDesc | None:
+        """As ObjectInput's, a remembered descriptor (the common case) found without the generic steps."""
+        if self._left and self._data[self._pos] == TC_CLASSDESC:
+            self._pos += 1
+            self._left -= 1
+            return self._class_desc_body(TC_CLASSDESC)
+        return super()._class_desc()
+
+    def _block_data_until_end(self, keep: bool, objects: list | None = None) -> bytes:
+        """ObjectInput's, with short blocks (what writeExternal writes) taken straight from the bytes."""
+        data = self._data
+        chunks = []
+        while True:
+            p = self._pos
+            if self._left >= 2 and data[p] == TC_BLOCKDATA and data[p + 1] <= self._left - 2:
+                n = data[p + 1]
+                self._pos = p + 2 + n
+                self._left -= 2 + n
+                if keep:
+                    chunks.append(data[p + 2:p + 2 + n])
+                continue
+            tc = self._u1()
+            if tc == TC_ENDBLOCKDATA:
+                return b"".join(chunks)
+            if tc == TC_BLOCKDATA:
+                chunk = self._exact(self._u1())
+            elif tc == TC_BLOCKDATALONG:
+                chunk = self._exact(self._check(self._unpack(">i", 4), "block data length"))
+            else:
+                obj = self._content(tc)
+                if objects is not None:
+                    objects.append(obj)
+                continue
+            if keep:
+                chunks.append(chunk)
 
     def _class_desc_body(self, tc: int) -> ClassDesc:
         """A class descriptor; one read before with the same bytes (and no back-reference inside) is not read
@@ -533,8 +576,10 @@ class _BytesObjectInput(ObjectInput):
             hit = _DESC_SPANS.get(key)
             if hit is not None:
                 span, objs, desc, depth = hit
-                if self._depth + depth <= MAX_DEPTH and data.startswith(span, p):
-                    self._max_depth = max(self._max_depth, self._depth + depth)
+                depth += self._depth
+                if depth <= MAX_DEPTH and data.startswith(span, p):
+                    if depth > self._max_depth:
+                        self._max_depth = depth
                     self._handles.extend(objs)
                     self._pos = p + len(span)
                     self._left -= len(span)

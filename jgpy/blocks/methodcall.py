@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from jgpy._core.jg212 import JavaObject
-from jgpy.javaser import ClassDesc, JavaArray, JavaObject as ReadObject, JavaSerializationError, ObjectInput
+from jgpy.javaser import (ClassDesc, JavaArray, JavaObject as ReadObject, JavaSerializationError, ObjectInput,
+                          decode_modified_utf8)
 from jgpy.javaser_values import to_python
-from jgpy.javaser_write import (SC_METHOD_CALL, JavaClass, JavaCollection, JavaMap, JavaWriteError, ObjectWriter,
-                                METHOD_CALL_CLASS)
+from jgpy.javaser_write import (FAST_WRITERS, SC_METHOD_CALL, JavaClass, JavaCollection, JavaMap, JavaWriteError,
+                                ObjectWriter, METHOD_CALL_CLASS)
 
 OLD, METHOD, TYPES, SIGNATURE, ID = 1, 2, 3, 4, 5
 MODE_NAMES = {OLD: "OLD", METHOD: "METHOD", TYPES: "TYPES", SIGNATURE: "SIGNATURE", ID: "ID"}
@@ -175,6 +176,14 @@ class MethodCall:
         return f"{self.name if self.mode != ID else self.method_id}({', '.join(map(repr, self.args))})"
 
 
+FAST_WRITERS[MethodCall] = ObjectWriter._externalizable
+
+
+_BOOL = struct.Struct(">?")
+_SHORT = struct.Struct(">h")
+_USHORT = struct.Struct(">H")
+
+
 class _Block:
     """Reads the primitive data of a MethodCall's writeExternal."""
 
@@ -182,22 +191,21 @@ class _Block:
         self.data = data
         self.pos = 0
 
-    def take(self, fmt: str) -> Any:
-        n = struct.calcsize(fmt)
-        if self.pos + n > len(self.data):
+    def take(self, st: struct.Struct) -> Any:
+        pos = self.pos
+        if pos + st.size > len(self.data):
             raise JavaSerializationError("MethodCall: block data ends early")
-        v = struct.unpack_from(fmt, self.data, self.pos)[0]
-        self.pos += n
-        return v
+        self.pos = pos + st.size
+        return st.unpack_from(self.data, pos)[0]
 
     def utf(self) -> str:
-        from jgpy.javaser import decode_modified_utf8
-        n = self.take(">H")
-        if self.pos + n > len(self.data):
+        n = self.take(_USHORT)
+        pos = self.pos
+        if pos + n > len(self.data):
             raise JavaSerializationError("MethodCall: method name ends early")
-        s = decode_modified_utf8(self.data[self.pos:self.pos + n])
-        self.pos += n
-        return s
+        self.pos = pos + n
+        raw = self.data[pos:pos + n]
+        return raw.decode("ascii") if raw.isascii() else decode_modified_utf8(raw)
 
 
 def _class_names(v: Any, what: str) -> list[str]:
@@ -222,10 +230,10 @@ def method_call_from_object(obj: Any) -> MethodCall:
     objects = list(obj.annotations.get(METHOD_CALL_CLASS, (b"", []))[1])
     name = None
     method_id = 0
-    if block.take(">?"):
+    if block.take(_BOOL):
         name = block.utf()
     else:
-        method_id = block.take(">h")
+        method_id = block.take(_SHORT)
     if not objects:
         raise JavaSerializationError("MethodCall: no arguments array")
     raw_args = objects.pop(0)
@@ -235,7 +243,7 @@ def method_call_from_object(obj: Any) -> MethodCall:
         args = list(to_python(raw_args))
     else:
         raise JavaSerializationError("MethodCall: the arguments are not an Object[]")
-    mode = block.take(">h")
+    mode = block.take(_SHORT)
     types = None
     declaring = None
     if mode in (METHOD, TYPES, SIGNATURE):
