@@ -1,0 +1,139 @@
+"""The fast paths of the Java serialization code give exactly what the general code gives.
+
+* writer: ``ObjectWriter()`` (exact-type dispatch, FAST_WRITERS) against ``ObjectWriter(fast=False)`` (the general
+  isinstance route) over many values and MethodCalls, with repeats that make Java share strings, cached boxes
+  and arrays (the goldens against the JVM are in test_javaser_write.py);
+* reader: ``ObjectInput.from_bytes`` (short blocks and remembered descriptors read straight from the bytes)
+  against ObjectInput over a stream (the general route), on valid streams and on damaged ones: the same value or
+  both a JavaSerializationError.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
+
+from jgpy import JavaObject
+from jgpy.blocks.methodcall import MethodCall, decode_method_call, method_call_from_object
+from jgpy.javaser import JavaArray, JavaSerializationError, ObjectInput
+from jgpy.javaser_values import to_python
+from jgpy.javaser_write import JavaClass, JavaWriteError, JByte, JFloat, JLong, JShort, ObjectWriter
+
+#: a small pool, so values repeat in a stream (what Java writes as back-references)
+_STRINGS = st.sampled_from(["", "a", "s", "echoBytes", "h\u00e9llo", "\u20ac\U0001f600", "nul\x00"])
+_INTS = st.one_of(st.integers(-130, 130), st.sampled_from([-(1 << 31), (1 << 31) - 1, 1 << 31, -(1 << 63),
+                                                           100000, -100000]))
+_FLOATS = st.one_of(st.floats(allow_nan=True), st.sampled_from([0.0, -0.0, 0.5, math.inf]))
+_BOXES = st.one_of(
+    st.builds(JLong, st.integers(-(1 << 63), (1 << 63) - 1)), st.builds(JShort, st.integers(-200, 200)),
+    st.builds(JByte, st.integers(-128, 127)), st.builds(JFloat, st.floats(width=32)),
+    st.builds(JavaObject, st.sampled_from(["Integer", "Long", "Short", "Byte"]), st.integers(-128, 127)),
+    st.builds(JavaObject, st.just("Character"), st.sampled_from(["a", "\u00e9", "\x00"])),
+    st.builds(JavaObject, st.just("String"), _STRINGS), st.builds(JavaObject, st.just("null"), st.none()))
+_ARRAYS = st.one_of(
+    st.builds(JavaArray, st.just("[I"), st.lists(st.integers(-(1 << 31), (1 << 31) - 1), max_size=5)),
+    st.builds(JavaArray, st.just("[J"), st.lists(st.integers(-5, 5), max_size=5)),
+    st.builds(JavaArray, st.just("[Ljava.lang.String;"), st.lists(st.none() | _STRINGS, max_size=5)),
+    st.builds(JavaArray, st.just("[Ljava.lang.Class;"), st.lists(st.sampled_from(
+        [JavaClass("int"), JavaClass("[B"), JavaClass("java.lang.String"), JavaClass("java.lang.Long")]),
+        max_size=4)))
+_LEAVES = st.one_of(st.none(), st.booleans(), _INTS, _FLOATS, _STRINGS, st.binary(max_size=40), _BOXES,
+                    st.sampled_from([JavaClass("int"), JavaClass("[B"), JavaClass("org.example.Server")]),
+                    _ARRAYS)
+VALUES = st.recursive(_LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=4).map(tuple), st.lists(inner, max_size=4),
+    st.dictionaries(_STRINGS, inner, max_size=3)), max_leaves=12)
+
+_TYPES = ["int", "long", "java.lang.String", "[B", "boolean", "double", "java.lang.Object"]
+
+
+@st.composite
+def method_calls(draw) -> MethodCall:
+    args = draw(st.lists(VALUES, max_size=5))
+    mode = draw(st.sampled_from(["old", "types", "signature", "id", "method"]))
+    name = draw(_STRINGS | st.just("x" * 300))
+    types = ["java.lang.Object"] * len(args) if draw(st.booleans()) else \
+        [draw(st.sampled_from(_TYPES)) if isinstance(a, (type(None), str, bytes)) else "java.lang.Object"
+         for a in args]
+    if mode == "old":
+        return MethodCall.old(name, args)
+    if mode == "types":
+        return MethodCall.with_types(name, args, types)
+    if mode == "signature":
+        return MethodCall.with_signature(name, args, types)
+    if mode == "id":
+        return MethodCall.with_id(draw(st.integers(-32768, 32767)), args)
+    return MethodCall.with_method(name, args, types, "org.example.Server")
+
+
+def _write(values: list, fast: bool) -> bytes | str:
+    w = ObjectWriter(fast=fast)
+    try:
+        for v in values:
+            w.write_object(v)
+    except (TypeError, ValueError) as e:       # a value a given type cannot hold (JavaWriteError): both alike
+        return f"error {type(e).__name__}"
+    return w.getvalue()
+
+
+_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_SETTINGS
+@given(st.lists(VALUES, min_size=1, max_size=4))
+def test_fast_writer_gives_the_general_writers_bytes(values):
+    values = values + values[:2]               # the same objects again: references by identity and by value
+    assert _write(values, True) == _write(values, False)
+
+
+@_SETTINGS
+@given(st.lists(method_calls(), min_size=1, max_size=3))
+def test_fast_writer_gives_the_general_writers_bytes_for_method_calls(calls):
+    assert _write(calls, True) == _write(calls, False)
+
+
+def _read_general(data: bytes):
+    """The general route: ObjectInput over a stream (every byte through ``read``), bounded by ``len(data)``."""
+    return ObjectInput(io.BytesIO(data).read, len(data)).read_object()
+
+
+def _read_fast(data: bytes):
+    return ObjectInput.from_bytes(data).read_object()
+
+
+def _outcome(read, data: bytes) -> str:
+    try:
+        obj = read(data)
+    except JavaSerializationError:
+        return "error"
+    try:
+        return "call " + repr(vars(method_call_from_object(obj)))
+    except JavaSerializationError:
+        return "value " + repr(to_python(obj))
+
+
+@_SETTINGS
+@given(method_calls(), st.data())
+def test_fast_reader_reads_what_the_general_reader_reads(call, data):
+    try:
+        stream = call.to_stream()
+    except JavaWriteError:                      # an argument its type cannot hold: nothing to read
+        reject()
+    assert _outcome(_read_fast, stream) == _outcome(_read_general, stream)
+    assert repr(vars(decode_method_call(call.to_buffer()))) == _outcome(_read_general, stream)[5:]
+    # damaged: a byte changed, or the stream cut short: the same value or the same refusal
+    pos = data.draw(st.integers(4, len(stream) - 1))
+    damaged = stream[:pos] + bytes([data.draw(st.integers(0, 255))]) + stream[pos + 1:]
+    assert _outcome(_read_fast, damaged) == _outcome(_read_general, damaged)
+    cut = stream[:pos]
+    assert _outcome(_read_fast, cut) == _outcome(_read_general, cut)
+
+
+def test_the_benchmarks_call_reads_the_same_both_ways():
+    call = MethodCall.with_types("echoBytes", [bytes(100)], ["[B"])
+    for _ in range(3):                          # the second and later reads take remembered descriptors
+        assert _outcome(_read_fast, call.to_stream()) == _outcome(_read_general, call.to_stream())
+    assert decode_method_call(call.to_buffer()).args == [bytes(100)]
