@@ -546,6 +546,22 @@ class ObjectWriter:
         for x in v:
             self.write_object(x)
 
+    def write_class_array(self, names: Sequence[str]) -> None:
+        """``writeObject(Class[])`` of the classes ``names`` (a MethodCall's types): the bytes of
+        ``write_object(JavaArray("[Ljava.lang.Class;", [JavaClass(n) ...]))`` without building those objects
+        (a fresh array: nothing can refer to it again). The general writer takes that route instead."""
+        if not self._dispatch:
+            self.write_object(JavaArray("[Ljava.lang.Class;", [JavaClass(n) for n in names]))
+            return
+        if self._block:
+            self._flush_block()
+        self.buf.append(TC_ARRAY)
+        self._class_desc(_CLASS_ARRAY_DESC)
+        self._next += 1
+        self.buf += _PACK_I(len(names))
+        for name in names:
+            self._class(name)
+
     def _fast_java_array(self, v: JavaArray) -> None:
         self._array(v.class_name, v.values, v)
 
@@ -889,6 +905,7 @@ _PACK_STRING = struct.Struct(">BH").pack
 _PACK_BB = struct.Struct(">BB").pack
 _BYTE_ARRAY_DESC = _ARRAY_DESCS["[B"]
 _OBJECT_ARRAY_DESC = _ARRAY_DESCS["[Ljava.lang.Object;"]
+_CLASS_ARRAY_DESC = _ARRAY_DESCS["[Ljava.lang.Class;"]
 _INTEGER_DESC = _BOXES["Integer"][0]
 #: the handle keys of the Integers Java's valueOf caches (-128..127), made once
 _SMALL_INT_KEYS = tuple(("box", "Integer", i) for i in range(-128, 128))

@@ -155,7 +155,7 @@ class MethodCall:
         out.write_object(self.java_args())
         out.write_raw(struct.pack(">h", self.mode))
         if self.mode in (METHOD, TYPES):
-            out.write_object(JavaArray("[Ljava.lang.Class;", [JavaClass(t) for t in self.types or ()]))
+            out.write_class_array(self.types or ())
             if self.mode == METHOD:
                 out.write_object(JavaClass(self.declaring_class or "java.lang.Object"))
         elif self.mode == SIGNATURE:
