@@ -442,13 +442,15 @@ class ObjectInput:
 
     def _array(self) -> JavaArray:
         desc = self._class_desc()
-        h = self._new_handle()
+        handles = self._handles
+        h = len(handles)
+        handles.append(None)
         n = self._check(self._unpack(">i", 4), "array length")   # every element takes a byte at least
         comp = desc.name[1:2] if desc else "L"
         if comp in _PRIM:
             fmt, size = _PRIM[comp]
             raw = self._exact(n * size)
-            values: Any = raw if comp == "B" else [struct.unpack_from(fmt, raw, i * size)[0] for i in range(n)]
+            values: Any = raw if comp == "B" else list(struct.unpack(f">{n}{fmt[1]}", raw))
         else:
             values = [self.read_object() for _ in range(n)]
         arr = JavaArray(desc.name if desc else "?", values)
@@ -459,9 +461,10 @@ class ObjectInput:
         desc = self._class_desc()
         if desc is None:
             raise JavaSerializationError("an object without a class descriptor")
-        h = self._new_handle()
+        handles = self._handles
+        h = len(handles)
         obj = JavaObject(desc)
-        self._handles[h] = obj
+        handles.append(obj)
         if desc.flags & SC_EXTERNALIZABLE:
             if not desc.flags & SC_BLOCK_DATA:
                 raise JavaSerializationError(f"{desc.name}: externalizable data of protocol version 1 cannot be "
@@ -489,6 +492,8 @@ class ObjectInput:
                 if d.flags & SC_WRITE_METHOD:
                     objects: list = []
                     obj.annotations[d.name] = (self._block_data_until_end(keep=True, objects=objects), objects)
+        if desc.super_desc is None and desc.name != UUID_CLASS:      # the common case: not an address
+            return obj
         result = _to_address(obj)
         if result is not obj:
             self._handles[h] = result
@@ -518,6 +523,19 @@ class _BytesObjectInput(ObjectInput):
 
     def _consumed(self) -> int:
         return self._pos
+
+    def _content(self, tc: int) -> Any:
+        """ObjectInput's (one nesting level more, the deepest kept), without a call for the bookkeeping."""
+        depth = self._depth
+        if depth >= MAX_DEPTH:
+            raise JavaSerializationError(f"objects nested more than {MAX_DEPTH} deep")
+        self._depth = depth + 1
+        if depth >= self._max_depth:
+            self._max_depth = depth + 1
+        try:
+            return self._content_body(tc)
+        finally:
+            self._depth = depth
 
     def read_object(self) -> Any:
         if self._left and self._data[self._pos] != TC_RESET:    # the common case: no reset first
