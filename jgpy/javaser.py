@@ -416,6 +416,7 @@ class ObjectInput:
                 desc.fields.append((code, fname, cname))
         self._skip_annotations()
         desc.super_desc = self._class_desc()
+        _check_super_chain(desc)
         return desc
 
     def _skip_annotations(self) -> None:
@@ -633,6 +634,20 @@ class _BytesObjectInput(ObjectInput):
         self._pos = p + n
         self._left -= n
         return struct.unpack_from(fmt, self._data, p)[0]
+
+
+def _check_super_chain(desc: ClassDesc) -> None:
+    """A class and its super classes: at most :data:`MAX_DEPTH` of them, and no loop. A super class may be a
+    back-reference, to a descriptor still being read (its own: a loop) or to one whose chain is long already;
+    every walk over the chain (an object's fields, the address check) needs both bounds. Java's reader resolves
+    the local classes and fails on such chains too."""
+    n = 1
+    d = desc.super_desc
+    while d is not None:
+        n += 1
+        if d is desc or n > MAX_DEPTH:
+            raise JavaSerializationError(f"the super classes of {desc.name} loop or are more than {MAX_DEPTH}")
+        d = d.super_desc
 
 
 def _to_address(obj: JavaObject) -> Any:

@@ -224,3 +224,19 @@ def test_a_remembered_descriptor_still_counts_towards_the_nesting_bound():
     stream = b"\xac\xed\x00\x05" + nested[4:] * (MAX_DEPTH - 1) + inner
     with pytest.raises(JavaSerializationError, match="nested"):
         ObjectInput.from_bytes(stream).read_object()
+
+
+def test_the_jvms_method_calls_take_the_fast_reader(jvm):
+    """The MethodCalls the JVM writes are read by jgpy.blocks.methodcall_read (not handed to the general reader)
+    and give what the general reader gives."""
+    from jgpy.blocks.methodcall import METHOD_CALL_CLASS, method_call_from_object
+    from jgpy.blocks.methodcall_read import method_call_parts
+    from jgpy.javaser import ObjectInput
+    goldens, _ = jvm
+    for name in ("mc_old", "mc_types", "mc_signature", "mc_id", "mc_method", "mc_echo_bytes", "mc_mixed",
+                 "mc_signature_ids"):
+        data = goldens[name]
+        fast, general = decode_method_call(data), method_call_from_object(ObjectInput.from_bytes(data).read_object())
+        assert vars(fast) == vars(general), name
+        if name != "mc_mixed":                  # its Object[] argument is one the fast reader hands over
+            assert method_call_parts(data, METHOD_CALL_CLASS) is not None, name
