@@ -146,6 +146,7 @@ class JavaClassDesc:
     #: _desc_blob): kept on the descriptor so a write needs no hashing of the whole dataclass
     _key: tuple[str, str] = field(init=False, repr=False, compare=False, hash=False, default=("desc", ""))
     _blob: Any = field(init=False, repr=False, compare=False, hash=False, default=None)
+    _head: Any = field(init=False, repr=False, compare=False, hash=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_key", ("desc", self.name))
@@ -337,7 +338,8 @@ class ObjectWriter:
 
     ``fast`` (default) writes the common exact types (str, bytes, int, float, bool, None, tuple, JavaArray,
     JavaClass, registered Externalizables such as MethodCall) through :data:`FAST_WRITERS`, straight from their
-    type; ``fast=False`` takes the general ``isinstance`` route for everything. Both give the same bytes
+    type, and class descriptors from bytes made once (``_blob``, ``_head``); ``fast=False`` takes the general
+    ``isinstance`` route and writes every descriptor field by field. Both give the same bytes
     (``tests/test_javaser_fast.py`` holds them to it); the general one is the reference."""
 
     def __init__(self, fast: bool = True) -> None:
@@ -441,7 +443,7 @@ class ObjectWriter:
         if h is not None:
             self._reference(h)
             return
-        blob = d._blob if d._blob is not None else _desc_blob(d)
+        blob = (d._blob if d._blob is not None else _desc_blob(d)) if self._dispatch else ()
         if blob:
             keys = blob[1]
             for k in keys:
@@ -458,6 +460,21 @@ class ObjectWriter:
         self._write_desc(d)
 
     def _write_desc(self, d: _Desc) -> None:
+        """The descriptor in full. One whose fields name no class (no signature strings: boxes, arrays) has the
+        same bytes up to its super class in every stream: those are made once (``_head``), the super class
+        written after them (e.g. Long's after Integer's: a reference to Number)."""
+        if self._dispatch and d._head is None:
+            object.__setattr__(d, "_head", _desc_head(d))
+        if self._dispatch and d._head:
+            self.buf += d._head
+            self._new_handle(d._key)
+            self._class_desc(d.super)
+            return
+        self._write_desc_fields(d)
+        self._class_desc(d.super)
+
+    def _write_desc_fields(self, d: _Desc) -> None:
+        """A descriptor without its super class: name, serialVersionUID, flags, fields, no annotations."""
         self.buf.append(TC_CLASSDESC)
         self._utf(d.name)
         self.buf += struct.pack(">qBH", d.suid, d.flags, len(d.fields))
@@ -468,7 +485,6 @@ class ObjectWriter:
             if sig is not None:
                 self.write_string(sig)
         self.buf.append(TC_ENDBLOCKDATA)           # no class annotations
-        self._class_desc(d.super)
 
     # ---- objects
 
@@ -843,7 +859,7 @@ def _desc_blob(d: _Desc) -> tuple[bytes, tuple[Any, ...]] | tuple[()]:
     itself and, for descriptors made anew per call, in the bounded :data:`_DESC_BLOBS`."""
     blob = _DESC_BLOBS.get(d)
     if blob is None:
-        w = ObjectWriter()
+        w = ObjectWriter(fast=False)
         w._write_desc(d)
         blob = () if w._refs else (bytes(w.buf[len(STREAM_HEADER):]),
                                    tuple(sorted(w._handles, key=w._handles.__getitem__)))
@@ -851,6 +867,16 @@ def _desc_blob(d: _Desc) -> tuple[bytes, tuple[Any, ...]] | tuple[()]:
             _DESC_BLOBS[d] = blob
     object.__setattr__(d, "_blob", blob)
     return blob
+
+
+def _desc_head(d: _Desc) -> bytes:
+    """The bytes of ``d`` up to its super class (b"" when a field names a class: its signature string is an
+    object, shared by value, so not the same bytes in every stream)."""
+    if any(sig is not None for _, _, sig in d.fields):
+        return b""
+    w = ObjectWriter(fast=False)
+    w._write_desc_fields(d)
+    return bytes(w.buf[len(STREAM_HEADER):])
 
 
 def _class_object_desc(name: str) -> _Desc:
