@@ -124,7 +124,8 @@ class _Reader:
         """A descriptor (TC_CLASSDESC, a reference to one, or null), handles taken in the general reader's order:
         the descriptor's, then its fields' signature strings, then its super class's. One read before with the
         same bytes (and no reference inside) is taken from :data:`_SPANS`."""
-        tc = self.u1()
+        tc = self.data[self.pos]
+        self.pos += 1
         if tc == TC_REFERENCE:
             d = self.ref()
             if not isinstance(d, _Desc) or not d.chain:          # not a descriptor, or one still being read
@@ -178,7 +179,8 @@ class _Reader:
 
     def value(self) -> Any:
         """An argument: null, a String, a byte[], a boxed Integer/Long/Boolean/Double, or a reference to one."""
-        tc = self.u1()
+        tc = self.data[self.pos]
+        self.pos += 1
         if tc == TC_STRING:
             s = self.text()
             self.handles.append(s)
@@ -242,7 +244,8 @@ class _Reader:
 
     def class_name(self) -> str:
         """A Class object's name (TC_CLASS and its descriptor, or a reference to a class or descriptor)."""
-        tc = self.u1()
+        tc = self.data[self.pos]
+        self.pos += 1
         if tc == TC_CLASS:
             d = self.desc()
             if d is None:
@@ -267,7 +270,8 @@ class _Reader:
         """The MethodCall's writeExternal: block data and objects until TC_ENDBLOCKDATA."""
         blocks, objects = [], []
         while True:
-            tc = self.u1()
+            tc = self.data[self.pos]
+            self.pos += 1
             if tc == TC_BLOCKDATA:
                 blocks.append(self.take(self.u1()))
             elif tc == TC_ENDBLOCKDATA:
