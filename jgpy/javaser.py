@@ -554,7 +554,7 @@ class _BytesObjectInput(ObjectInput):
             return self._class_desc_body(TC_CLASSDESC)
         return super()._class_desc()
 
-    def _block_data_until_end(self, keep: bool, objects: list | None = None) -> bytes:
+    def _block_data_until_end(self, keep: bool, objects: list[Any] | None = None) -> bytes:
         """ObjectInput's, with short blocks (what writeExternal writes) taken straight from the bytes."""
         data = self._data
         chunks = []

@@ -546,7 +546,7 @@ class ObjectWriter:
     def _fast_bool(self, v: bool) -> None:
         self._box("Boolean", v)
 
-    def _fast_tuple(self, v: tuple) -> None:
+    def _fast_tuple(self, v: tuple[Any, ...]) -> None:
         """``Object[]``, shared by identity."""
         key = ("id", id(v))
         h = self._handles.get(key)

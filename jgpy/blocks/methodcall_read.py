@@ -73,7 +73,7 @@ class _Parts:
         self.objects = objects
 
 
-class _Names(list):
+class _Names(list[str]):
     """The names of a ``Class[]`` or ``String[]`` of types."""
 
 
@@ -208,7 +208,9 @@ class _Reader:
     def box(self, d: _Desc | None) -> Any:
         """A boxed value whose descriptors have exactly the JDK's layout (what the general reader's fields
         would hold: the one ``value`` field, nothing from the super class)."""
-        spec = _BOXES.get(d.name) if d is not None else None
+        if d is None:
+            raise _Unsupported
+        spec = _BOXES.get(d.name)
         if spec is None or d.flags != 0x02 or d.fields != ((spec[0], "value"),):
             raise _Unsupported
         sup = d.super
@@ -268,7 +270,8 @@ class _Reader:
 
     def external(self) -> _Parts:
         """The MethodCall's writeExternal: block data and objects until TC_ENDBLOCKDATA."""
-        blocks, objects = [], []
+        blocks: list[bytes] = []
+        objects: list[Any] = []
         while True:
             tc = self.data[self.pos]
             self.pos += 1
