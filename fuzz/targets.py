@@ -12,6 +12,7 @@ from __future__ import annotations
 from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JoinRsp, MergeId, MergeView, Message, PayloadUUID,
                   PingData, Range, TopologyUUID, UUID, View, ViewId, WireFormatError)
 from jgpy._core import jg212
+from jgpy.blocks.methodcall import decode_method_call
 from jgpy.javaser import JavaSerializationError, ObjectInput, read_state_request
 
 #: the errors that say "malformed input": every other outcome is a failure
@@ -59,6 +60,10 @@ def decode_java_stream(data: bytes) -> None:
         return chunk
     try:
         read_state_request(read, MAX_STREAM)
+    except JavaSerializationError:
+        pass
+    try:
+        decode_method_call(data)                # an RPC server's reader: methodcall_read, else ObjectInput
     except JavaSerializationError:
         pass
     inp = ObjectInput.from_bytes(data)

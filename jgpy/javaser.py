@@ -282,10 +282,14 @@ class ObjectInput:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _enter(self) -> None:
-        """One more level of nesting (an object, array or class descriptor inside another)."""
-        if self._depth >= MAX_DEPTH:
+        """One more level of nesting (an object, array or class descriptor inside another); the deepest so far
+        is kept (a remembered descriptor, :data:`_DESC_SPANS`, needs as much)."""
+        depth = self._depth
+        if depth >= MAX_DEPTH:
             raise JavaSerializationError(f"objects nested more than {MAX_DEPTH} deep")
-        self._depth += 1
+        self._depth = depth = depth + 1
+        if depth > self._max_depth:
+            self._max_depth = depth
 
     def _u1(self) -> int:
         return self._exact(1)[0]
@@ -329,6 +333,10 @@ class ObjectInput:
             self._depth -= 1
 
     def _content_body(self, tc: int) -> Any:
+        if tc == TC_OBJECT:                 # the common codes first
+            return self._object()
+        if tc == TC_ARRAY:
+            return self._array()
         if tc == TC_NULL:
             return None
         if tc == TC_REFERENCE:
@@ -354,10 +362,6 @@ class ObjectInput:
             e = JavaEnum(desc.name if desc else "?", name)
             self._handles[h] = e
             return e
-        if tc == TC_ARRAY:
-            return self._array()
-        if tc == TC_OBJECT:
-            return self._object()
         if tc == TC_EXCEPTION:
             raise JavaSerializationError("the writer failed while writing (TC_EXCEPTION)")
         if tc in (TC_BLOCKDATA, TC_BLOCKDATALONG):
@@ -412,6 +416,7 @@ class ObjectInput:
                 desc.fields.append((code, fname, cname))
         self._skip_annotations()
         desc.super_desc = self._class_desc()
+        _check_super_chain(desc)
         return desc
 
     def _skip_annotations(self) -> None:
@@ -438,13 +443,15 @@ class ObjectInput:
 
     def _array(self) -> JavaArray:
         desc = self._class_desc()
-        h = self._new_handle()
+        handles = self._handles
+        h = len(handles)
+        handles.append(None)
         n = self._check(self._unpack(">i", 4), "array length")   # every element takes a byte at least
         comp = desc.name[1:2] if desc else "L"
         if comp in _PRIM:
             fmt, size = _PRIM[comp]
             raw = self._exact(n * size)
-            values: Any = raw if comp == "B" else [struct.unpack_from(fmt, raw, i * size)[0] for i in range(n)]
+            values: Any = raw if comp == "B" else list(struct.unpack(f">{n}{fmt[1]}", raw))
         else:
             values = [self.read_object() for _ in range(n)]
         arr = JavaArray(desc.name if desc else "?", values)
@@ -455,9 +462,10 @@ class ObjectInput:
         desc = self._class_desc()
         if desc is None:
             raise JavaSerializationError("an object without a class descriptor")
-        h = self._new_handle()
+        handles = self._handles
+        h = len(handles)
         obj = JavaObject(desc)
-        self._handles[h] = obj
+        handles.append(obj)
         if desc.flags & SC_EXTERNALIZABLE:
             if not desc.flags & SC_BLOCK_DATA:
                 raise JavaSerializationError(f"{desc.name}: externalizable data of protocol version 1 cannot be "
@@ -485,6 +493,8 @@ class ObjectInput:
                 if d.flags & SC_WRITE_METHOD:
                     objects: list = []
                     obj.annotations[d.name] = (self._block_data_until_end(keep=True, objects=objects), objects)
+        if desc.super_desc is None and desc.name != UUID_CLASS:      # the common case: not an address
+            return obj
         result = _to_address(obj)
         if result is not obj:
             self._handles[h] = result
@@ -515,10 +525,62 @@ class _BytesObjectInput(ObjectInput):
     def _consumed(self) -> int:
         return self._pos
 
-    def _enter(self) -> None:
-        super()._enter()
-        if self._depth > self._max_depth:
-            self._max_depth = self._depth
+    def _content(self, tc: int) -> Any:
+        """ObjectInput's (one nesting level more, the deepest kept), without a call for the bookkeeping."""
+        depth = self._depth
+        if depth >= MAX_DEPTH:
+            raise JavaSerializationError(f"objects nested more than {MAX_DEPTH} deep")
+        self._depth = depth + 1
+        if depth >= self._max_depth:
+            self._max_depth = depth + 1
+        try:
+            return self._content_body(tc)
+        finally:
+            self._depth = depth
+
+    def read_object(self) -> Any:
+        if self._left and self._data[self._pos] != TC_RESET:    # the common case: no reset first
+            tc = self._data[self._pos]
+            self._pos += 1
+            self._left -= 1
+            return self._content(tc)
+        return super().read_object()
+
+    def _class_desc(self) -> ClassDesc | None:
+        """As ObjectInput's, a remembered descriptor (the common case) found without the generic steps."""
+        if self._left and self._data[self._pos] == TC_CLASSDESC:
+            self._pos += 1
+            self._left -= 1
+            return self._class_desc_body(TC_CLASSDESC)
+        return super()._class_desc()
+
+    def _block_data_until_end(self, keep: bool, objects: list[Any] | None = None) -> bytes:
+        """ObjectInput's, with short blocks (what writeExternal writes) taken straight from the bytes."""
+        data = self._data
+        chunks = []
+        while True:
+            p = self._pos
+            if self._left >= 2 and data[p] == TC_BLOCKDATA and data[p + 1] <= self._left - 2:
+                n = data[p + 1]
+                self._pos = p + 2 + n
+                self._left -= 2 + n
+                if keep:
+                    chunks.append(data[p + 2:p + 2 + n])
+                continue
+            tc = self._u1()
+            if tc == TC_ENDBLOCKDATA:
+                return b"".join(chunks)
+            if tc == TC_BLOCKDATA:
+                chunk = self._exact(self._u1())
+            elif tc == TC_BLOCKDATALONG:
+                chunk = self._exact(self._check(self._unpack(">i", 4), "block data length"))
+            else:
+                obj = self._content(tc)
+                if objects is not None:
+                    objects.append(obj)
+                continue
+            if keep:
+                chunks.append(chunk)
 
     def _class_desc_body(self, tc: int) -> ClassDesc:
         """A class descriptor; one read before with the same bytes (and no back-reference inside) is not read
@@ -533,8 +595,10 @@ class _BytesObjectInput(ObjectInput):
             hit = _DESC_SPANS.get(key)
             if hit is not None:
                 span, objs, desc, depth = hit
-                if self._depth + depth <= MAX_DEPTH and data.startswith(span, p):
-                    self._max_depth = max(self._max_depth, self._depth + depth)
+                depth += self._depth
+                if depth <= MAX_DEPTH and data.startswith(span, p):
+                    if depth > self._max_depth:
+                        self._max_depth = depth
                     self._handles.extend(objs)
                     self._pos = p + len(span)
                     self._left -= len(span)
@@ -570,6 +634,20 @@ class _BytesObjectInput(ObjectInput):
         self._pos = p + n
         self._left -= n
         return struct.unpack_from(fmt, self._data, p)[0]
+
+
+def _check_super_chain(desc: ClassDesc) -> None:
+    """A class and its super classes: at most :data:`MAX_DEPTH` of them, and no loop. A super class may be a
+    back-reference, to a descriptor still being read (its own: a loop) or to one whose chain is long already;
+    every walk over the chain (an object's fields, the address check) needs both bounds. Java's reader resolves
+    the local classes and fails on such chains too."""
+    n = 1
+    d = desc.super_desc
+    while d is not None:
+        n += 1
+        if d is desc or n > MAX_DEPTH:
+            raise JavaSerializationError(f"the super classes of {desc.name} loop or are more than {MAX_DEPTH}")
+        d = d.super_desc
 
 
 def _to_address(obj: JavaObject) -> Any:

@@ -142,6 +142,14 @@ class JavaClassDesc:
     flags: int = SC_SERIALIZABLE
     fields: tuple[tuple[str, str, str | None], ...] = ()      # (type code, name, JVM type signature)
     super: "JavaClassDesc | None" = None
+    #: the writer's handle key of this descriptor, and what writing it into a fresh stream gives (see
+    #: _desc_blob): kept on the descriptor so a write needs no hashing of the whole dataclass
+    _key: tuple[str, str] = field(init=False, repr=False, compare=False, hash=False, default=("desc", ""))
+    _blob: Any = field(init=False, repr=False, compare=False, hash=False, default=None)
+    _head: Any = field(init=False, repr=False, compare=False, hash=False, default=None)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", ("desc", self.name))
 
 
 _Desc = JavaClassDesc            # the descriptor of a class this module writes (name, serialVersionUID, fields)
@@ -326,10 +334,17 @@ def _hash_order(keys: list[Any], capacity: int) -> list[int]:
 # ---- the writer --------------------------------------------------------------------------------------------
 
 class ObjectWriter:
-    """An ``ObjectOutputStream``: :meth:`write_object` any supported value, :meth:`getvalue` the bytes."""
+    """An ``ObjectOutputStream``: :meth:`write_object` any supported value, :meth:`getvalue` the bytes.
 
-    def __init__(self) -> None:
+    ``fast`` (default) writes the common exact types (str, bytes, int, float, bool, None, tuple, JavaArray,
+    JavaClass, registered Externalizables such as MethodCall) through :data:`FAST_WRITERS`, straight from their
+    type, and class descriptors from bytes made once (``_blob``, ``_head``); ``fast=False`` takes the general
+    ``isinstance`` route and writes every descriptor field by field. Both give the same bytes
+    (``tests/test_javaser_fast.py`` holds them to it); the general one is the reference."""
+
+    def __init__(self, fast: bool = True) -> None:
         self.buf = bytearray(STREAM_HEADER)
+        self._dispatch: dict[type, Any] = FAST_WRITERS if fast else {}
         self._next = BASE_WIRE_HANDLE
         self._handles: dict[Any, int] = {}
         self._keep: list[Any] = []          # objects shared by identity stay alive while their id is a key
@@ -353,10 +368,13 @@ class ObjectWriter:
         h = self._handles.get(key)
         if h is None:
             return False
-        self._refs += 1
         self._flush_block()
-        self.buf += struct.pack(">Bi", TC_REFERENCE, h)
+        self._reference(h)
         return True
+
+    def _reference(self, handle: int) -> None:
+        self._refs += 1
+        self.buf += _PACK_REF(TC_REFERENCE, handle)
 
     # ---- block data (primitive writes inside writeExternal / writeObject)
 
@@ -377,7 +395,7 @@ class ObjectWriter:
 
     def _emit_block(self, data: bytes | bytearray) -> None:
         n = len(data)
-        self.buf += struct.pack(">BB", TC_BLOCKDATA, n) if n <= 0xFF else struct.pack(">Bi", TC_BLOCKDATALONG, n)
+        self.buf += _PACK_BB(TC_BLOCKDATA, n) if n <= 0xFF else _PACK_REF(TC_BLOCKDATALONG, n)
         self.buf += data
 
     def _flush_block(self) -> None:
@@ -402,72 +420,172 @@ class ObjectWriter:
         self.buf += struct.pack(">H", len(b)) + b
 
     def write_string(self, s: str) -> None:
-        self._flush_block()
-        if self._shared(("str", s)):
+        """``writeObject(String)``: shared by value (the string itself is its handle key: no other key is a str)."""
+        if self._block:
+            self._flush_block()
+        h = self._handles.get(s)
+        if h is not None:
+            self._reference(h)
             return
         b = modified_utf8(s)
-        if len(b) <= 0xFFFF:
-            self.buf += struct.pack(">BH", TC_STRING, len(b))
-        else:
-            self.buf += struct.pack(">BQ", TC_LONGSTRING, len(b))
+        n = len(b)
+        self.buf += _PACK_STRING(TC_STRING, n) if n <= 0xFFFF else struct.pack(">BQ", TC_LONGSTRING, n)
         self.buf += b
-        self._new_handle(("str", s))
+        self._handles[s] = self._next
+        self._next += 1
 
     def _class_desc(self, d: _Desc | None) -> None:
         if d is None:
             self.buf.append(TC_NULL)
             return
-        if self._shared(("desc", d.name)):
+        handles = self._handles
+        h = handles.get(d._key)
+        if h is not None:
+            self._reference(h)
             return
-        blob = _desc_blob(d)
-        if blob is not None and not any(k in self._handles for k in blob[1]):
-            self.buf += blob[0]                     # the bytes a fresh write gives, handles in the same order
-            for k in blob[1]:
-                self._handles[k] = self._next
-                self._next += 1
-            return
+        blob = (d._blob if d._blob is not None else _desc_blob(d)) if self._dispatch else ()
+        if blob:
+            keys = blob[1]
+            for k in keys:
+                if k in handles:                    # a part written before: it must be a reference now
+                    break
+            else:
+                self.buf += blob[0]                 # the bytes a fresh write gives, handles in the same order
+                n = self._next
+                for k in keys:
+                    handles[k] = n
+                    n += 1
+                self._next = n
+                return
         self._write_desc(d)
 
     def _write_desc(self, d: _Desc) -> None:
+        """The descriptor in full. One whose fields name no class (no signature strings: boxes, arrays) has the
+        same bytes up to its super class in every stream: those are made once (``_head``), the super class
+        written after them (e.g. Long's after Integer's: a reference to Number)."""
+        if self._dispatch and d._head is None:
+            object.__setattr__(d, "_head", _desc_head(d))
+        if self._dispatch and d._head:
+            self.buf += d._head
+            self._new_handle(d._key)
+            self._class_desc(d.super)
+            return
+        self._write_desc_fields(d)
+        self._class_desc(d.super)
+
+    def _write_desc_fields(self, d: _Desc) -> None:
+        """A descriptor without its super class: name, serialVersionUID, flags, fields, no annotations."""
         self.buf.append(TC_CLASSDESC)
         self._utf(d.name)
         self.buf += struct.pack(">qBH", d.suid, d.flags, len(d.fields))
-        self._new_handle(("desc", d.name))
+        self._new_handle(d._key)
         for code, name, sig in d.fields:
             self.buf.append(ord(code))
             self._utf(name)
             if sig is not None:
                 self.write_string(sig)
         self.buf.append(TC_ENDBLOCKDATA)           # no class annotations
-        self._class_desc(d.super)
 
     # ---- objects
 
     def write_object(self, value: Any) -> None:
         """``writeObject(value)`` for a supported value (see the module docstring)."""
-        self._flush_block()
+        if self._block:
+            self._flush_block()
+        if self._depth >= MAX_WRITE_DEPTH:
+            raise JavaWriteError(f"values nested more than {MAX_WRITE_DEPTH} deep")
         self._depth += 1
         try:
-            if self._depth > MAX_WRITE_DEPTH:
-                raise JavaWriteError(f"values nested more than {MAX_WRITE_DEPTH} deep")
-            self._write(value)
+            fn = self._dispatch.get(type(value))
+            if fn is not None:
+                fn(self, value)
+            else:
+                self._write_other(value)
         except RecursionError:
             raise JavaWriteError("values nested too deep for this thread's stack") from None
         finally:
             self._depth -= 1
 
-    def _write(self, v: Any) -> None:
-        t = type(v)                                 # the common exact types first, without the isinstance chain
-        if t is str:
-            self.write_string(v)
-        elif t is bytes:
-            self._array("[B", v, None)
-        elif t is int:
-            self._box("Integer" if -(1 << 31) <= v < (1 << 31) else "Long", v)
-        elif t is tuple:
-            self._array("[Ljava.lang.Object;", v, v)
+    # ---- fast paths: exact types, the bytes of the general route with fewer calls (see FAST_WRITERS)
+
+    def _fast_null(self, v: None) -> None:
+        self.buf.append(TC_NULL)
+
+    def _fast_bytes(self, v: bytes) -> None:
+        """``byte[]``: never shared (a Python bytes value has no identity Java would see twice)."""
+        self.buf.append(TC_ARRAY)
+        self._class_desc(_BYTE_ARRAY_DESC)
+        self._next += 1
+        self.buf += _PACK_I(len(v))
+        self.buf += v
+
+    def _fast_int(self, v: int) -> None:
+        """Integer (Long past 32 bits); -128..127 shared by value as Integer.valueOf caches them."""
+        if -128 <= v <= 127:
+            key = _SMALL_INT_KEYS[v + 128]
+            h = self._handles.get(key)
+            if h is not None:
+                self._reference(h)
+                return
+            self.buf.append(TC_OBJECT)
+            self._class_desc(_INTEGER_DESC)
+            self._handles[key] = self._next
+            self._next += 1
+            self.buf += _PACK_I(v)
+        elif -(1 << 31) <= v < (1 << 31):
+            self.buf.append(TC_OBJECT)
+            self._class_desc(_INTEGER_DESC)
+            self._next += 1
+            self.buf += _PACK_I(v)
         else:
-            self._write_other(v)
+            self._box("Long", v)
+
+    def _fast_float(self, v: float) -> None:
+        self._box("Double", v)
+
+    def _fast_bool(self, v: bool) -> None:
+        self._box("Boolean", v)
+
+    def _fast_tuple(self, v: tuple[Any, ...]) -> None:
+        """``Object[]``, shared by identity."""
+        key = ("id", id(v))
+        h = self._handles.get(key)
+        if h is not None:
+            self._reference(h)
+            return
+        self.buf.append(TC_ARRAY)
+        self._class_desc(_OBJECT_ARRAY_DESC)
+        self._handles[key] = self._next
+        self._next += 1
+        self._keep.append(v)
+        self.buf += _PACK_I(len(v))
+        for x in v:
+            self.write_object(x)
+
+    def write_class_array(self, names: Sequence[str]) -> None:
+        """``writeObject(Class[])`` of the classes ``names`` (a MethodCall's types): the bytes of
+        ``write_object(JavaArray("[Ljava.lang.Class;", [JavaClass(n) ...]))`` without building those objects
+        (a fresh array: nothing can refer to it again). The general writer takes that route instead."""
+        if not self._dispatch:
+            self.write_object(JavaArray("[Ljava.lang.Class;", [JavaClass(n) for n in names]))
+            return
+        if self._block:
+            self._flush_block()
+        self.buf.append(TC_ARRAY)
+        self._class_desc(_CLASS_ARRAY_DESC)
+        self._next += 1
+        self.buf += _PACK_I(len(names))
+        for name in names:
+            self._class(name)
+
+    def _fast_java_array(self, v: JavaArray) -> None:
+        self._array(v.class_name, v.values, v)
+
+    def _fast_typed(self, v: JavaObject) -> None:
+        self._typed(v.type, v.value)
+
+    def _fast_class(self, v: JavaClass) -> None:
+        self._class(v.name)
 
     def _write_other(self, v: Any) -> None:
         if v is None:
@@ -559,11 +677,12 @@ class ObjectWriter:
         self.buf += raw
 
     def _class(self, name: str) -> None:
-        if self._shared(("class", name)):
+        key = ("class", name)
+        if self._shared(key):
             return
         self.buf.append(TC_CLASS)
         self._class_desc(_class_object_desc(name))
-        self._new_handle(("class", name))
+        self._new_handle(key)
 
     def _array(self, class_name: str, values: Any, identity: Any) -> None:
         key = ("id", id(identity)) if identity is not None else None
@@ -578,7 +697,7 @@ class ObjectWriter:
         if key is not None:
             self._keep.append(identity)
         values = list(values) if class_name != "[B" else bytes(values)
-        self.buf += struct.pack(">i", len(values))
+        self.buf += _PACK_I(len(values))
         fmt = _PRIM_ARRAY_FORMATS.get(class_name)
         if fmt == "b":
             self.buf += values
@@ -589,12 +708,16 @@ class ObjectWriter:
                 self.buf += struct.pack(f">{len(values)}{fmt}", *values)
             except (struct.error, TypeError) as e:
                 raise JavaWriteError(f"a value of {class_name} does not fit: {e}") from None
+        elif class_name == "[Ljava.lang.String;":
+            for x in values:
+                if x is not None and not isinstance(x, str):
+                    raise JavaWriteError(f"a String[] holds a {type(x).__name__}")
+                self.write_object(x)
+        elif class_name == "[Ljava.lang.Class;":
+            for x in values:
+                self.write_object(x if isinstance(x, JavaClass) or x is None else JavaClass(str(x)))
         else:
             for x in values:
-                if class_name == "[Ljava.lang.String;" and x is not None and not isinstance(x, str):
-                    raise JavaWriteError(f"a String[] holds a {type(x).__name__}")
-                if class_name == "[Ljava.lang.Class;":
-                    x = x if isinstance(x, JavaClass) or x is None else JavaClass(str(x))
                 self.write_object(x)
 
     def _begin_object(self, d: _Desc, identity: Any) -> bool:
@@ -727,27 +850,51 @@ class ObjectWriter:
 #: per descriptor, what writing it (and its super classes) into a fresh stream gives, when that holds no
 #: reference: (bytes, the handle keys it assigns in order); None when it does. Bounded: class names come from
 #: callers (JavaClass), so at most _MAX_BLOBS descriptors are remembered
-_DESC_BLOBS: dict[_Desc, tuple[bytes, tuple[Any, ...]] | None] = {}
+_DESC_BLOBS: dict[_Desc, tuple[bytes, tuple[Any, ...]] | tuple[()]] = {}
 _MAX_BLOBS = 512
 
 
-def _desc_blob(d: _Desc) -> tuple[bytes, tuple[Any, ...]] | None:
-    try:
-        return _DESC_BLOBS[d]
-    except KeyError:
-        pass
-    w = ObjectWriter()
-    w._write_desc(d)
-    blob = None if w._refs else (bytes(w.buf[len(STREAM_HEADER):]),
-                                 tuple(sorted(w._handles, key=w._handles.__getitem__)))
-    if len(_DESC_BLOBS) < _MAX_BLOBS:
-        _DESC_BLOBS[d] = blob
+def _desc_blob(d: _Desc) -> tuple[bytes, tuple[Any, ...]] | tuple[()]:
+    """What writing ``d`` into a fresh stream gives (``()`` when that holds a reference), remembered on ``d``
+    itself and, for descriptors made anew per call, in the bounded :data:`_DESC_BLOBS`."""
+    blob = _DESC_BLOBS.get(d)
+    if blob is None:
+        w = ObjectWriter(fast=False)
+        w._write_desc(d)
+        blob = () if w._refs else (bytes(w.buf[len(STREAM_HEADER):]),
+                                   tuple(sorted(w._handles, key=w._handles.__getitem__)))
+        if len(_DESC_BLOBS) < _MAX_BLOBS:
+            _DESC_BLOBS[d] = blob
+    object.__setattr__(d, "_blob", blob)
     return blob
+
+
+def _desc_head(d: _Desc) -> bytes:
+    """The bytes of ``d`` up to its super class (b"" when a field names a class: its signature string is an
+    object, shared by value, so not the same bytes in every stream)."""
+    if any(sig is not None for _, _, sig in d.fields):
+        return b""
+    w = ObjectWriter(fast=False)
+    w._write_desc_fields(d)
+    return bytes(w.buf[len(STREAM_HEADER):])
 
 
 def _class_object_desc(name: str) -> _Desc:
     """The descriptor ``writeObject(SomeClass.class)`` writes: flags and serialVersionUID as the JVM's
-    ObjectStreamClass.lookupAny (non-serializable and primitive classes: 0, no fields)."""
+    ObjectStreamClass.lookupAny (non-serializable and primitive classes: 0, no fields). The same object for
+    the same name (bounded: :data:`_MAX_BLOBS` names), so its remembered bytes are found without hashing."""
+    d = _CLASS_OBJECT_DESCS.get(name)
+    if d is None:
+        d = _new_class_object_desc(name)
+        if len(_CLASS_OBJECT_DESCS) < _MAX_BLOBS:
+            _CLASS_OBJECT_DESCS[name] = d
+    return d
+
+
+_CLASS_OBJECT_DESCS: dict[str, _Desc] = {}
+
+
+def _new_class_object_desc(name: str) -> _Desc:
     if name in _CLASS_SUIDS:
         if name in _COLLECTIONS or name in _MAPS:
             return _COLLECTIONS.get(name) or _MAPS[name]
@@ -777,6 +924,26 @@ def serialize(value: Any) -> bytes:
 
 # used by the MethodCall writer
 SC_METHOD_CALL = _METHOD_CALL
+
+_PACK_I = struct.Struct(">i").pack
+_PACK_REF = struct.Struct(">Bi").pack
+_PACK_STRING = struct.Struct(">BH").pack
+_PACK_BB = struct.Struct(">BB").pack
+_BYTE_ARRAY_DESC = _ARRAY_DESCS["[B"]
+_OBJECT_ARRAY_DESC = _ARRAY_DESCS["[Ljava.lang.Object;"]
+_CLASS_ARRAY_DESC = _ARRAY_DESCS["[Ljava.lang.Class;"]
+_INTEGER_DESC = _BOXES["Integer"][0]
+#: the handle keys of the Integers Java's valueOf caches (-128..127), made once
+_SMALL_INT_KEYS = tuple(("box", "Integer", i) for i in range(-128, 128))
+
+#: exact type -> the ObjectWriter method that writes it; what is not here (subclasses too) takes the general
+#: isinstance route. Externalizable classes of other modules add themselves (MethodCall does)
+FAST_WRITERS: dict[type, Any] = {
+    str: ObjectWriter.write_string, bytes: ObjectWriter._fast_bytes, int: ObjectWriter._fast_int,
+    type(None): ObjectWriter._fast_null, float: ObjectWriter._fast_float, bool: ObjectWriter._fast_bool,
+    tuple: ObjectWriter._fast_tuple, JavaArray: ObjectWriter._fast_java_array, JavaClass: ObjectWriter._fast_class,
+    JavaObject: ObjectWriter._fast_typed,
+}
 
 __all__ = ["BOXED_SUBCLASSES", "JavaClassDesc", "JByte", "JFloat", "JLong", "JShort", "JavaClass", "JavaCollection", "JavaMap", "JavaThrowable", "JavaWriteError", "MAX_BLOCK_SIZE",
            "METHOD_CALL_CLASS", "ObjectWriter", "StackFrame", "THROWABLES", "java_hash", "serialize",

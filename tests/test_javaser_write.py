@@ -57,6 +57,11 @@ CASES = {
     "mc_types": MethodCall.with_types("add", [1, 2], ["int", "java.lang.Long"]),
     "mc_signature": MethodCall.with_signature("echo", ["x"], ["java.lang.String"]),
     "mc_id": MethodCall.with_id(3, []),
+    "mc_echo_bytes": MethodCall.with_types("echoBytes", [bytes(100)], ["[B"]),
+    "mc_mixed": MethodCall.with_types("mix", [5, "s", 5, "s", 100000, 7, True, 0.5, None, b"\x01", (5, "s")],
+                                      ["int", "String", "Integer", "String", "int", "long", "boolean", "double",
+                                       "String", "[B", "[Ljava.lang.Object;"]),
+    "mc_signature_ids": MethodCall.with_signature("put", ["k", b"\x07", 3], ["java.lang.String", "[B", "int"]),
     "mc_method": MethodCall.with_method("sample", ["s", 4], ["java.lang.String", "int"],
                                         "org.jgpy.interop.SerGolden"),
 }
@@ -68,6 +73,7 @@ CASES["nested"] = [["in", 1000], _SHARED_MAP, b"\x09"]
 READ_BACK = {
     "short": -7, "byte": 5, "float": 1.5, "character": "\u00e9", "ints": [1, -2, 300000], "longs": [1, -2],
     "objects": [1, "a", None, 1, "a"], "strings": ["a", "b", "a"], "arraylist": [1, "x", 2],
+    "mc_mixed": [5, "s", 5, "s", 100000, 7, True, 0.5, None, b"\x01", [5, "s"]],
     "hashtable": {"k": 7}, "linkedlist": [1, 2], "vector": [1, "x"],
     "vector_empty": [], "treemap": {"a": 1, "b": 2}, "nested": [["in", 1000], {"k": 7},
                                                                                           b"\x09"],
@@ -218,3 +224,19 @@ def test_a_remembered_descriptor_still_counts_towards_the_nesting_bound():
     stream = b"\xac\xed\x00\x05" + nested[4:] * (MAX_DEPTH - 1) + inner
     with pytest.raises(JavaSerializationError, match="nested"):
         ObjectInput.from_bytes(stream).read_object()
+
+
+def test_the_jvms_method_calls_take_the_fast_reader(jvm):
+    """The MethodCalls the JVM writes are read by jgpy.blocks.methodcall_read (not handed to the general reader)
+    and give what the general reader gives."""
+    from jgpy.blocks.methodcall import METHOD_CALL_CLASS, method_call_from_object
+    from jgpy.blocks.methodcall_read import method_call_parts
+    from jgpy.javaser import ObjectInput
+    goldens, _ = jvm
+    for name in ("mc_old", "mc_types", "mc_signature", "mc_id", "mc_method", "mc_echo_bytes", "mc_mixed",
+                 "mc_signature_ids"):
+        data = goldens[name]
+        fast, general = decode_method_call(data), method_call_from_object(ObjectInput.from_bytes(data).read_object())
+        assert vars(fast) == vars(general), name
+        if name != "mc_mixed":                  # its Object[] argument is one the fast reader hands over
+            assert method_call_parts(data, METHOD_CALL_CLASS) is not None, name

@@ -279,3 +279,78 @@ def test_responses_are_matched_to_request_and_member():
     foreign = Message(None, b"x", peer)
     foreign.put_header(CORRELATOR_ID, RequestCorrelatorHeader(RSP, 5, False, 204))   # another correlator's id
     assert not corr.receive_message(foreign)
+
+
+def _waiters(req, n, timeout_ms):
+    """``n`` threads in ``req.wait(timeout_ms)``; their results land in the returned list."""
+    out: list = []
+    threads = [threading.Thread(target=lambda: out.append(req.wait(timeout_ms)), daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return out, threads
+
+
+def test_a_completing_response_wakes_every_waiter_once_and_runs_callbacks_once():
+    """GroupRequest's latch: the answer that completes a request wakes all its waiters (each gives the latch back
+    for the next), the done callbacks run exactly once, and later waits return at once."""
+    from jgpy import UUID
+    a, b = UUID(2, 2), UUID(3, 3)
+    r = GroupRequest(None, 1, [a, b], RequestOptions(ResponseMode.GET_ALL, 10_000))
+    calls: list = []
+    r.add_done_callback(calls.append)
+    out, threads = _waiters(r, 3, 10_000)
+    time.sleep(0.1)
+    assert r.receive_response("x", a) and not out and not calls        # one of two: not complete yet
+    assert r.receive_response("y", b)
+    for t in threads:
+        t.join(5)
+    assert out == [True, True, True] and calls == [r]
+    assert r.wait(10_000) is True and calls == [r]
+    assert r.results()[a].value == "x" and r.results()[b].value == "y"
+    r.add_done_callback(calls.append)                                   # done already: called at once
+    assert calls == [r, r]
+
+
+def test_a_wait_times_out_and_cancel_or_suspicion_wake_the_waiters():
+    from jgpy import UUID
+    a = UUID(2, 2)
+    r = GroupRequest(None, 1, [a], RequestOptions(ResponseMode.GET_ALL, 10_000))
+    t0 = time.monotonic()
+    assert r.wait(50) is False and 0.04 <= time.monotonic() - t0 < 5
+    assert r.done and not r.results()[a].received
+    assert r.receive_response("late", a) and not r.results()[a].received     # done: later answers dropped
+
+    r2 = GroupRequest(None, 2, [a], RequestOptions(ResponseMode.GET_ALL, 10_000))
+    out, threads = _waiters(r2, 2, 10_000)
+    time.sleep(0.1)
+    assert r2.cancel() is True
+    for t in threads:
+        t.join(5)
+    assert out == [True, True] and not r2.results()[a].received        # woken: done (as before the latch)
+
+    r3 = GroupRequest(None, 3, [a], RequestOptions(ResponseMode.GET_ALL, 10_000))
+    out, threads = _waiters(r3, 1, 10_000)
+    time.sleep(0.1)
+    r3.suspect(a)
+    threads[0].join(5)
+    assert out == [True] and r3.results()[a].suspected
+
+
+def test_a_filter_may_read_the_request_while_it_decides():
+    """The request's lock is re-entrant, as the Condition's was: an RspFilter that looks at the request does not
+    deadlock the receive thread."""
+    from jgpy import UUID
+    a, b = UUID(2, 2), UUID(3, 3)
+    box: list = []
+
+    class Flt:
+        def is_acceptable(self, response, sender):
+            return not box[0].is_complete()
+
+        def need_more_responses(self):
+            return len(box[0].results().get_results()) < 1
+
+    r = GroupRequest(None, 1, [a, b], RequestOptions(ResponseMode.GET_ALL, 10_000, rsp_filter=Flt()))
+    box.append(r)
+    assert r.receive_response("x", a)
+    assert r.wait(5_000) is True and r.results()[a].value == "x" and not r.results()[b].received

@@ -178,7 +178,12 @@ def _majority(n: int) -> int:
 
 class GroupRequest:
     """A call to one or more members and the answers so far (Java's GroupRequest / UnicastRequest); also a
-    future: :meth:`result`, :meth:`add_done_callback`, :meth:`cancel`."""
+    future: :meth:`result`, :meth:`add_done_callback`, :meth:`cancel`.
+
+    Waiting is a latch, not a Condition: ``_latch`` is a lock taken at creation and released once, when the
+    request first becomes complete or done; a waiter takes it (with its timeout) and gives it back at once, so
+    every other waiter passes too. The response that completes a call thus wakes the caller with one C-level
+    lock release, without a Condition's per-wait lock, waiter list and re-acquisition (an RPC's hot path)."""
 
     def __init__(self, corr: RequestCorrelator | None, req_id: int, targets: Collection[Address],
                  options: RequestOptions) -> None:
@@ -186,12 +191,15 @@ class GroupRequest:
         self.req_id = req_id
         self.options = options
         self.rsps: dict[Address, Rsp] = {a: Rsp(a) for a in targets}
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()              # the answers, the counts, done, the callbacks (re-entrant,
+        #                                             as the Condition's RLock was: an RspFilter runs under it)
+        self._latch = threading.Lock()              # released once: complete or done (see the class docstring)
+        self._latch.acquire()
         self._num_received = 0
         self._num_suspected = 0
         self.done = False
         self._callbacks: list[Callable[[GroupRequest], None]] = []
-        self._notified = False
+        self._notified = False                      # the latch is open and the callbacks taken
 
     # ---- responses and membership (receive threads)
 
@@ -201,7 +209,7 @@ class GroupRequest:
         if rsp is None:
             return False
         flt = self.options.rsp_filter
-        with self._cond:
+        with self._lock:
             if self.done:
                 return True
             if not rsp.received:
@@ -212,21 +220,23 @@ class GroupRequest:
                     self._num_received += 1
             if flt is not None and not _filter_needs_more(flt):
                 self.done = True
-            self._cond.notify_all()
-        self._check_completion()
+            callbacks = self._notify(False)
+        if callbacks:
+            self._run(callbacks)
         return True
 
     def suspect(self, member: Address) -> None:
         rsp = self.rsps.get(member)
         if rsp is None:
             return
-        with self._cond:
+        with self._lock:
             if rsp.received or rsp.suspected:
                 return
             rsp.suspected = True
             self._num_suspected += 1
-            self._cond.notify_all()
-        self._check_completion()
+            callbacks = self._notify(False)
+        if callbacks:
+            self._run(callbacks)
 
     def view_change(self, members: Collection[Address]) -> None:
         left = [a for a in self.rsps if a not in members]
@@ -252,14 +262,19 @@ class GroupRequest:
         return True                                    # GET_NONE
 
     def is_complete(self) -> bool:
-        with self._cond:
+        with self._lock:
             return self._complete()
 
     def wait(self, timeout_ms: float) -> bool:
         """Wait until the answers are complete or ``timeout_ms`` passed (<= 0: for ever); True if complete.
         The request is then done: the correlator forgets it, later answers are dropped."""
-        with self._cond:
-            complete = self._cond.wait_for(self._complete, timeout_ms / 1000.0 if timeout_ms > 0 else None)
+        with self._lock:
+            waiting = not self._notified and not self._complete()
+        timeout = min(timeout_ms / 1000.0, threading.TIMEOUT_MAX) if timeout_ms > 0 else -1
+        if waiting and self._latch.acquire(timeout=timeout):
+            self._latch.release()                      # the next waiter passes too
+        with self._lock:
+            complete = self._complete()
             self.done = True
         self._finish()
         return complete
@@ -267,18 +282,20 @@ class GroupRequest:
     def _finish(self) -> None:
         if self.corr is not None:
             self.corr.done(self.req_id)
-        self._check_completion(force=True)
+        with self._lock:
+            callbacks = self._notify(True)
+        if callbacks:
+            self._run(callbacks)
 
     def cancel(self) -> bool:
-        with self._cond:
+        with self._lock:
             was = not self.done
             self.done = True
-            self._cond.notify_all()
         self._finish()
         return was
 
     def results(self) -> RspList:
-        with self._cond:
+        with self._lock:
             return RspList({a: _copy_rsp(r) for a, r in self.rsps.items()})
 
     # ---- the future API
@@ -290,18 +307,23 @@ class GroupRequest:
 
     def add_done_callback(self, fn: Callable[[GroupRequest], None]) -> None:
         """Call ``fn(request)`` once the answers are complete or the request is done (at once if it is)."""
-        with self._cond:
+        with self._lock:
             if not self._notified:
                 self._callbacks.append(fn)
                 return
         fn(self)
 
-    def _check_completion(self, force: bool = False) -> None:
-        with self._cond:
-            if self._notified or not (force or self._complete()):
-                return
-            self._notified = True
-            callbacks, self._callbacks = self._callbacks, []
+    def _notify(self, force: bool) -> list[Callable[[GroupRequest], None]] | None:
+        """Under ``_lock``, after a change: the first time the request is complete (or ``force``: done), open
+        the latch and hand back the callbacks to run (outside the lock); else None."""
+        if self._notified or not (force or self._complete()):
+            return None
+        self._notified = True
+        self._latch.release()
+        callbacks, self._callbacks = self._callbacks, []
+        return callbacks
+
+    def _run(self, callbacks: list[Callable[[GroupRequest], None]]) -> None:
         for fn in callbacks:
             try:
                 fn(self)
@@ -485,8 +507,7 @@ class RequestCorrelator:
         return True
 
     def _handle_response(self, msg: Message, hdr: Any) -> None:
-        with self._lock:
-            req = self.requests.get(hdr.id)
+        req = self.requests.get(hdr.id)          # one dict read: atomic, no lock needed
         if req is None or msg.src not in req.rsps:
             self.dropped_unknown_responses += 1
             return

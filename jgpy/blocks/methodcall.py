@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from jgpy._core.jg212 import JavaObject
-from jgpy.javaser import ClassDesc, JavaArray, JavaObject as ReadObject, JavaSerializationError, ObjectInput
+from jgpy.javaser import (ClassDesc, JavaArray, JavaObject as ReadObject, JavaSerializationError, ObjectInput,
+                          decode_modified_utf8)
+from jgpy.blocks.methodcall_read import _Desc as _FastDesc, _Names, method_call_parts
 from jgpy.javaser_values import to_python
-from jgpy.javaser_write import (SC_METHOD_CALL, JavaClass, JavaCollection, JavaMap, JavaWriteError, ObjectWriter,
-                                METHOD_CALL_CLASS)
+from jgpy.javaser_write import (FAST_WRITERS, SC_METHOD_CALL, JavaClass, JavaCollection, JavaMap, JavaWriteError,
+                                ObjectWriter, METHOD_CALL_CLASS)
 
 OLD, METHOD, TYPES, SIGNATURE, ID = 1, 2, 3, 4, 5
 MODE_NAMES = {OLD: "OLD", METHOD: "METHOD", TYPES: "TYPES", SIGNATURE: "SIGNATURE", ID: "ID"}
@@ -154,7 +156,7 @@ class MethodCall:
         out.write_object(self.java_args())
         out.write_raw(struct.pack(">h", self.mode))
         if self.mode in (METHOD, TYPES):
-            out.write_object(JavaArray("[Ljava.lang.Class;", [JavaClass(t) for t in self.types or ()]))
+            out.write_class_array(self.types or ())
             if self.mode == METHOD:
                 out.write_object(JavaClass(self.declaring_class or "java.lang.Object"))
         elif self.mode == SIGNATURE:
@@ -175,6 +177,14 @@ class MethodCall:
         return f"{self.name if self.mode != ID else self.method_id}({', '.join(map(repr, self.args))})"
 
 
+FAST_WRITERS[MethodCall] = ObjectWriter._externalizable
+
+
+_BOOL = struct.Struct(">?")
+_SHORT = struct.Struct(">h")
+_USHORT = struct.Struct(">H")
+
+
 class _Block:
     """Reads the primitive data of a MethodCall's writeExternal."""
 
@@ -182,22 +192,21 @@ class _Block:
         self.data = data
         self.pos = 0
 
-    def take(self, fmt: str) -> Any:
-        n = struct.calcsize(fmt)
-        if self.pos + n > len(self.data):
+    def take(self, st: struct.Struct) -> Any:
+        pos = self.pos
+        if pos + st.size > len(self.data):
             raise JavaSerializationError("MethodCall: block data ends early")
-        v = struct.unpack_from(fmt, self.data, self.pos)[0]
-        self.pos += n
-        return v
+        self.pos = pos + st.size
+        return st.unpack_from(self.data, pos)[0]
 
     def utf(self) -> str:
-        from jgpy.javaser import decode_modified_utf8
-        n = self.take(">H")
-        if self.pos + n > len(self.data):
+        n = self.take(_USHORT)
+        pos = self.pos
+        if pos + n > len(self.data):
             raise JavaSerializationError("MethodCall: method name ends early")
-        s = decode_modified_utf8(self.data[self.pos:self.pos + n])
-        self.pos += n
-        return s
+        self.pos = pos + n
+        raw = self.data[pos:pos + n]
+        return raw.decode("ascii") if raw.isascii() else decode_modified_utf8(raw)
 
 
 def _class_names(v: Any, what: str) -> list[str]:
@@ -218,35 +227,78 @@ def method_call_from_object(obj: Any) -> MethodCall:
     """A MethodCall from what ObjectInput read (a JavaObject of class org.jgroups.blocks.MethodCall)."""
     if not isinstance(obj, ReadObject) or obj.class_name != METHOD_CALL_CLASS or obj.external is None:
         raise JavaSerializationError(f"not a {METHOD_CALL_CLASS}: {type(obj).__name__}")
-    block = _Block(obj.external)
     objects = list(obj.annotations.get(METHOD_CALL_CLASS, (b"", []))[1])
+    return _assemble(obj.external, objects, _READ_OBJECTS)
+
+
+class _ReadObjects:
+    """The general reader's objects of a MethodCall as Python values."""
+
+    @staticmethod
+    def args(v: Any) -> list[Any]:
+        if isinstance(v, JavaArray) and isinstance(v.values, list):
+            return list(to_python(v))
+        raise JavaSerializationError("MethodCall: the arguments are not an Object[]")
+
+    names = staticmethod(_class_names)
+
+    @staticmethod
+    def declaring(v: Any) -> str:
+        if not isinstance(v, ClassDesc):
+            raise JavaSerializationError("MethodCall: METHOD mode without the declaring class")
+        return v.name
+
+
+class _FastObjects:
+    """The same for :mod:`jgpy.blocks.methodcall_read`'s values (already Python values; anything else: the
+    general reader decides)."""
+
+    @staticmethod
+    def args(v: Any) -> list[Any]:
+        if type(v) is list:
+            return v
+        raise JavaSerializationError("MethodCall: the arguments are not an Object[]")
+
+    @staticmethod
+    def names(v: Any, what: str) -> list[str]:
+        if isinstance(v, _Names):
+            return list(v)
+        raise JavaSerializationError(f"MethodCall: {what} is not an array")
+
+    @staticmethod
+    def declaring(v: Any) -> str:
+        if not isinstance(v, _FastDesc):
+            raise JavaSerializationError("MethodCall: METHOD mode without the declaring class")
+        return v.name
+
+
+_READ_OBJECTS = _ReadObjects()
+_FAST_OBJECTS = _FastObjects()
+
+
+def _assemble(external: bytes, objects: list[Any], read: Any) -> MethodCall:
+    """A MethodCall from its writeExternal's block data and objects (in stream order), ``read`` turning the
+    objects into arguments, type names and the declaring class."""
+    block = _Block(external)
     name = None
     method_id = 0
-    if block.take(">?"):
+    if block.take(_BOOL):
         name = block.utf()
     else:
-        method_id = block.take(">h")
+        method_id = block.take(_SHORT)
     if not objects:
         raise JavaSerializationError("MethodCall: no arguments array")
     raw_args = objects.pop(0)
-    if raw_args is None:
-        args: list[Any] = []
-    elif isinstance(raw_args, JavaArray) and isinstance(raw_args.values, list):
-        args = list(to_python(raw_args))
-    else:
-        raise JavaSerializationError("MethodCall: the arguments are not an Object[]")
-    mode = block.take(">h")
+    args: list[Any] = [] if raw_args is None else read.args(raw_args)
+    mode = block.take(_SHORT)
     types = None
     declaring = None
     if mode in (METHOD, TYPES, SIGNATURE):
         if not objects:
             raise JavaSerializationError(f"MethodCall: mode {mode} without its types")
-        types = _class_names(objects.pop(0), "the types")
+        types = read.names(objects.pop(0), "the types")
         if mode == METHOD:
-            d = objects.pop(0) if objects else None
-            if not isinstance(d, ClassDesc):
-                raise JavaSerializationError("MethodCall: METHOD mode without the declaring class")
-            declaring = d.name
+            declaring = read.declaring(objects.pop(0) if objects else None)
     elif mode not in (OLD, ID):
         raise JavaSerializationError(f"MethodCall: mode {mode} is invalid")
     mc = MethodCall.__new__(MethodCall)
@@ -257,10 +309,17 @@ def method_call_from_object(obj: Any) -> MethodCall:
 def decode_method_call(data: bytes) -> MethodCall:
     """A MethodCall from its Java object stream (``AC ED 00 05 ...``) or its ``objectToByteBuffer`` form (tag
     2 first). Malformed or hostile bytes raise :class:`~jgpy.javaser.JavaSerializationError`; the bytes bound
-    everything read."""
+    everything read. The common shapes are read straight from the bytes (:mod:`jgpy.blocks.methodcall_read`);
+    anything else, and anything that reader does not take, by the general reader from the start."""
     data = bytes(data)
     if data[:1] == b"\x02":
         data = data[1:]
+    parts = method_call_parts(data, METHOD_CALL_CLASS)
+    if parts is not None:
+        try:
+            return _assemble(parts.block, parts.objects, _FAST_OBJECTS)
+        except JavaSerializationError:
+            pass                                    # the general reader gives the error (its words)
     return method_call_from_object(ObjectInput.from_bytes(data).read_object())
 
 

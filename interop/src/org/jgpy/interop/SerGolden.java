@@ -85,6 +85,15 @@ public final class SerGolden {
         c.put("mc_types", new MethodCall("add", new Object[]{1, 2L}, new Class[]{int.class, Long.class}));
         c.put("mc_signature", new MethodCall("echo", new Object[]{"x"}, new String[]{"java.lang.String"}));
         c.put("mc_id", new MethodCall((short)3, new Object[]{}));
+        // the RPC benchmark's call and the fast writer's shapes: byte[], shared small boxes and strings, a Long,
+        // a Boolean and a Double among the arguments, a String[] of types
+        c.put("mc_echo_bytes", new MethodCall("echoBytes", new Object[]{new byte[100]}, new Class[]{byte[].class}));
+        c.put("mc_mixed", new MethodCall("mix", new Object[]{5, "s", 5, "s", 100000, 7L, true, 0.5, null,
+                new byte[]{1}, new Object[]{5, "s"}}, new Class[]{int.class, String.class, Integer.class,
+                String.class, int.class, long.class, boolean.class, double.class, String.class, byte[].class,
+                Object[].class}));
+        c.put("mc_signature_ids", new MethodCall("put", new Object[]{"k", new byte[]{7}, 3},
+                new String[]{"java.lang.String", "[B", "int"}));
         c.put("mc_method", new MethodCall(SerGolden.class.getDeclaredMethod("sample", String.class, int.class),
                                           new Object[]{"s", 4}));
         java.lang.reflect.Constructor<?> info=Class.forName("org.jgroups.blocks.NotificationBus$Info")
