@@ -1,6 +1,6 @@
 """AUTH with each 2.12 token: the jar's auth_simple.xml, auth_md5.xml and auth_fixedlist.xml unchanged,
 auth_X509.xml with its keystore path pointing at a keystore made with the JDK's keytool, auth_regex.xml with its
-address pattern matching loopback (and UNICAST2, which jgpy does not implement, replaced by UNICAST); the
+address pattern matching loopback; the
 unchanged auth_fixedlist.xml lists "localhost/1010*localhost/1011", which no member's address ever is (2.12
 compares the textual IP address), so it refuses every joiner: clusters that must form list 127.0.0.1 instead.
 
