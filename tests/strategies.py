@@ -162,7 +162,8 @@ def wire_values(w):
     from jgpy._core import wirespec as ws
     simple = {ws.BYTE: i8, ws.SHORT: i16, ws.USHORT: u16, ws.INT: i32, ws.LONG: i64, ws.BOOL: st.booleans(),
               ws.UTF: jtext, ws.STRING: opt_text, ws.BYTE_BUFFER: st.none() | small_bytes,
-              ws.OPT_SHORT_BYTES: opt_extra, ws.ADDRESS: opt_addr, ws.VIEW: opt_view, ws.GMS_VIEW: opt_view}
+              ws.OPT_SHORT_BYTES: opt_extra, ws.ADDRESS: opt_addr, ws.VIEW: opt_view, ws.GMS_VIEW: opt_view,
+              ws.SYNC_VIEW: opt_view}
     if w in simple:
         return simple[w]
     if isinstance(w, ws.Opt):                    # a View in an Opt is read back as a plain View
@@ -179,13 +180,14 @@ def wire_values(w):
 
 
 def spec_header(h):
-    """Headers of the spec entry ``h``: any of its types (and one it does not name), the fields that type carries
+    """Headers of the spec entry ``h``: any of its types (and, unless it is closed, one it does not name), the fields that type carries
     drawn by wire type, the others at their default (as a decoded header has them)."""
     from jgpy._core import headers as H
 
     cls = getattr(H, h.name)
     known = sorted(h.types.values())
-    types = st.sampled_from(known) | st.sampled_from([v for v in range(-3, 20) if v not in known]) if known else None
+    others = st.sampled_from([v for v in range(-3, 20) if v not in known])
+    types = (st.sampled_from(known) if h.closed else st.sampled_from(known) | others) if known else None
 
     @st.composite
     def build(draw):

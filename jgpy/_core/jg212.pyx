@@ -352,6 +352,20 @@ cdef int write_flag_first_view(Writer w, object v) except -1:
     return write_view_body(w, <View?>v)
 
 
+cdef object read_kind_first_view(Reader r, const char* field):   # ViewSyncHeader: 0 none, 1 View, 2 MergeView
+    cdef bint merge = r.byte(field) == 2                            # then Util.writeStreamable(view)
+    return read_view_body(r, merge, 0) if r.boolean(field) else None
+
+
+cdef int write_kind_first_view(Writer w, object v) except -1:
+    if v is None:
+        w.byte(0)
+        return w.byte(0)
+    w.byte(2 if isinstance(v, MergeView) else 1)
+    w.byte(1)
+    return write_view_body(w, <View?>v)
+
+
 cdef Digest read_digest_body(Reader r):
     cdef Py_ssize_t start = r._pos, at
     cdef int16_t n = r.short(b"Digest.count")

@@ -26,6 +26,8 @@ Wire types (``Wire.kind``), with Java's writer:
 ``opt``            ``Util.writeStreamable``: a boolean, then the body of a data class
 ``view``           ``Util.writeView``: a boolean (present), a boolean (MergeView), the body
 ``gms_view``       GmsHeader's own order: a boolean (MergeView) first, then a boolean (present), the body
+``sync_view``      VIEW_SYNC's order: a byte (0 none, 1 View, 2 MergeView; only 2 reads a MergeView), then a boolean
+                   (present), the body
 ``list``           a count (``short`` or ``int``), then that many elements (see :class:`ListOf`)
 ``flagged_view``   a MergeView subgroup: a boolean (MergeView), then the view body one level deeper
 ``struct``/``body``  list elements only: values in a row / a data class body without a presence byte
@@ -74,6 +76,7 @@ OPT_SHORT_BYTES = Wire("opt_short_bytes", min_size=1)
 ADDRESS = Wire("address", min_size=1)
 VIEW = Wire("view", min_size=1)
 GMS_VIEW = Wire("gms_view", min_size=2)
+SYNC_VIEW = Wire("sync_view", min_size=2)
 IP_BYTES = Wire("ip_bytes", min_size=5)
 
 PRIMITIVES = (BYTE, SHORT, USHORT, INT, LONG, BOOL)
@@ -226,7 +229,10 @@ class HeaderClass:
     ``Util.sizeOf(Streamable)`` computes it).
 
     ``base``: the header class it extends (its fields come first). ``extra``: Cython source pasted into the class
-    (helper constructors), ``extra_stub``: their signatures for the class's type stub."""
+    (helper constructors), ``extra_stub``: their signatures for the class's type stub. ``closed``: a ``type`` that is
+    none of ``types`` fails to read and to write (Java's ``readFrom`` throws on it: a switch's default that throws,
+    an enum's ``values()[ordinal]``); otherwise any type value reads, with the fields of the types without a
+    condition."""
 
     name: str
     magic: int
@@ -239,6 +245,7 @@ class HeaderClass:
     java_size: dict | str | None = None
     extra: str = ""
     extra_stub: str = ""
+    closed: bool = False
 
     @property
     def all_fields(self) -> tuple[Field, ...]:
