@@ -168,8 +168,12 @@ def wire_values(w):
         return simple[w]
     if isinstance(w, ws.Opt):                    # a View in an Opt is read back as a plain View
         return st.none() | (plain_views if w.as_plain_view else _DATA_VALUES[w.cls.name])
+    if w is ws.INT_BYTES:                         # an empty one reads back as None
+        return st.none() | st.binary(min_size=1, max_size=40)
     if isinstance(w, ws.Struct):
         return st.tuples(*(wire_values(f.wire) for f in w.fields))
+    if isinstance(w, ws.OptStruct):
+        return st.none() | st.tuples(*(wire_values(f.wire) for f in w.fields))
     if isinstance(w, ws.ListOf):                 # with none=0, an empty list reads back as None
         return st.none() | st.lists(wire_values(w.elem), min_size=1 if w.none == 0 else 0, max_size=5).map(tuple)
     if isinstance(w, ws.Tagged):     # a class Java knows (an unknown one is no token) with a body Java can write

@@ -19,7 +19,7 @@ from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JavaObject, Jo
                   PayloadUUID, PingData, Range, TopologyUUID, UUID, View, ViewId, object_from_buffer, object_to_buffer)
 from jgpy.headers import (AuthHeader, BlocksMuxHeader, CompressHeader, CoordAnnouncement, DaisyHeader, EncryptHeader,
                           FcHeader, FdHeader, FdSimpleHeader, FdSockHeader, FlushHeader, FragHeader, GmsHeader,
-                          HeartbeatHeader, MergefastHeader, MultiDestinationHeader, NakAckHeader, PingHeader,
+                          HeartbeatHeader, MergefastHeader, MultiDestinationHeader, MuxHeader, NakAckHeader, PingHeader,
                           PrioHeader, RelayHeader, RequestCorrelatorHeader, ScopeHeader, SequencerHeader, SfcHeader,
                           SmackHeader, StableHeader, StateHeader, StompHeader, StreamingStateHeader, TpHeader,
                           Unicast2Header, UnicastHeader, VerifyHeader, ViewSyncHeader)
@@ -118,6 +118,8 @@ SAMPLES: list[tuple[str, object]] = [
     (None, SmackHeader(1, 42)), (None, SmackHeader(2, -1)), (None, SmackHeader(4, 1 << 40)), (None, SmackHeader(0)),
     (None, FdSimpleHeader(1)), (None, FdSimpleHeader(2)),
     (None, ViewSyncHeader(1, V1)), (None, ViewSyncHeader(1, MV)), (None, ViewSyncHeader(2, None)),
+    (None, MuxHeader("svc-1", None)), (None, MuxHeader(None, (3, "svc-\u00e9", A, None))),
+    (None, MuxHeader(None, (5, None, P, bytes(range(200))))), (None, MuxHeader("x", (7, "s", None, b"\x00"))),
     (None, MergefastHeader(V2)), (None, MergefastHeader(MV)), (None, MergefastHeader(None)),
     (None, ScopeHeader(1, 5)), (None, ScopeHeader(2, -32768)),
     (None, BlocksMuxHeader(7)), (None, BlocksMuxHeader(-1)),

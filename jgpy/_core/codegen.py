@@ -69,6 +69,11 @@ def read_expr(w: ws.Wire, label: str) -> str:
         return f"_read_opt_short_bytes(r, {label})"
     if w.kind == "short_bytes":
         return f"_read_short_bytes(r, {label})"
+    if w.kind == "int_bytes":
+        return f"_read_int_bytes(r, {label})"
+    if isinstance(w, ws.OptStruct):
+        inner = ", ".join(read_expr(f.wire, label) for f in w.fields)
+        return f"({inner},) if r.boolean({_present(label)}) else None"
     if w.kind == "address":
         return "read_address(r)"
     if w.kind == "view":
@@ -99,6 +104,14 @@ def write_stmts(w: ws.Wire, v: str, label: str) -> list[str]:
         return [f"_write_opt_short_bytes(w, {v})"]
     if w.kind == "short_bytes":
         return [f"_write_short_bytes(w, {v}, {label})"]
+    if w.kind == "int_bytes":
+        return [f"_write_int_bytes(w, {v})"]
+    if isinstance(w, ws.OptStruct):
+        names = [f"_{f.name}" for f in w.fields]
+        out = [f"if {v} is None:", "    w.byte(0)", "else:", "    w.byte(1)", f"    {', '.join(names)}, = {v}"]
+        for f, n in zip(w.fields, names):
+            out += _indent(write_stmts(f.wire, n, label))
+        return out
     if w.kind == "address":
         return [f"write_address(w, {v})"]
     if w.kind == "view":
@@ -305,7 +318,8 @@ def headers_pyx(spec) -> str:
 _PY_TYPES = {"byte": "int", "short": "int", "ushort": "int", "int": "int", "long": "int", "bool": "bool",
              "utf": "str", "string": "str | None", "byte_buffer": "bytes | None", "short_bytes": "bytes | None",
              "opt_short_bytes": "bytes | None", "address": "Address | None", "view": "View | None",
-             "gms_view": "View | None", "sync_view": "View | None", "flagged_view": "View", "ip_bytes": "bytes"}
+             "gms_view": "View | None", "sync_view": "View | None", "int_bytes": "bytes | None",
+             "opt_struct": "tuple[Any, ...] | None", "flagged_view": "View", "ip_bytes": "bytes"}
 
 
 def py_type(w: ws.Wire, arg: bool = False) -> str:

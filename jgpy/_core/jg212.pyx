@@ -165,6 +165,20 @@ cdef inline int _write_short_bytes(Writer w, object b, const char* field) except
     return w.buffer(b, 0, len(b))
 
 
+cdef inline object _read_int_bytes(Reader r, const char* field):
+    """An int length, then the bytes (mux ServiceInfo's state; a length <= 0: None); checked against the bytes left
+    before anything is taken."""
+    cdef int32_t n = r.int32(field)
+    return r.take(n, field) if n > 0 else None
+
+
+cdef inline int _write_int_bytes(Writer w, object b) except -1:
+    if not b:
+        return w.int32(0)
+    w.int32(len(b))
+    return w.buffer(b, 0, len(b))
+
+
 cdef inline int _skip_utf(Reader r, const char* field) except -1:
     """Move past a writeUTF string, validating it as reading would (only a non-ASCII one is decoded)."""
     cdef Py_ssize_t start = r._pos

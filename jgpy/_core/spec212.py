@@ -13,9 +13,9 @@ the jar's magic map; a class of a custom protocol takes a magic > 1024 and its p
 
 from __future__ import annotations
 
-from .wirespec import (ADDRESS, BOOL, BYTE, BYTE_BUFFER, GMS_VIEW, INT, LONG, OPT_SHORT_BYTES, SHORT, SHORT_BYTES,
+from .wirespec import (ADDRESS, BOOL, BYTE, BYTE_BUFFER, GMS_VIEW, INT, INT_BYTES, LONG, OPT_SHORT_BYTES, SHORT, SHORT_BYTES,
                        STRING, SYNC_VIEW, USHORT, UTF, VIEW, DataClass, F, ForeignClass, HeaderClass, IP_BYTES, flagged_view,
-                       list_of, opt, struct, tagged, when)
+                       list_of, opt, opt_struct, struct, tagged, when)
 
 NAME = "jgroups-2.12"
 VERSION = 0x1302                     # 2.12.2: (2 << 11) + (12 << 6) + 2
@@ -345,6 +345,15 @@ HEADERS = (
     HeaderClass("FdSimpleHeader", 59, "protocols.FD_SIMPLE$FdHeader", ("FD_SIMPLE",),
                 doc="FD_SIMPLE heartbeat request and answer", types={"ARE_YOU_ALIVE": 1, "I_AM_ALIVE": 2},
                 fields=(F("type", BYTE, 1),)),
+    HeaderClass("MuxHeader", 63, "mux.MuxHeader", ("mux.MuxChannel", "mux.Multiplexer"),
+                doc="the Multiplexer's (org.jgroups.mux): the service id, or a service message between Multiplexers",
+                fields=(
+                    F("id", STRING),
+                    F("info", opt_struct(F("type", BYTE), F("service", STRING), F("host", ADDRESS),
+                                         F("state", INT_BYTES)),
+                      doc="ServiceInfo as (type, service, host, state) or None; type: SERVICE_UP=3 SERVICE_DOWN=4 "
+                          "LIST_SERVICES_RSP=5 ACK=6 SERVICES_MERGED=7; state: bytes (empty reads back as None)"),
+                )),
     HeaderClass("MergefastHeader", 70, "protocols.MERGEFAST$MergefastHeader", ("MERGEFAST",),
                 doc="MERGEFAST: the coordinator's view", fields=(F("view", VIEW),)),
     HeaderClass("BlocksMuxHeader", 75, "blocks.mux.MuxHeader", ("blocks.mux.MuxRequestCorrelator",),
@@ -413,7 +422,6 @@ FOREIGN_CLASSES = (
     ForeignClass(34, "Address"),
     ForeignClass(38, "java.util.Vector"),
     ForeignClass(41, "java.util.Hashtable"),
-    ForeignClass(63, "mux.MuxHeader", ("mux.MuxChannel", "mux.Multiplexer")),
     ForeignClass(66, "blocks.PullPushAdapter$PullHeader", ("blocks.PullPushAdapter",)),
     ForeignClass(86, "protocols.Executing$Request"),
     ForeignClass(87, "blocks.executor.ExecutionService$RunnableAdapter"),

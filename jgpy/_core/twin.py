@@ -108,6 +108,15 @@ class Twin:
             else:
                 w.write_short(len(v))
                 w.write_bytes(v)
+        elif k == "int_bytes":
+            w.write_int(len(v) if v else 0)
+            if v:
+                w.write_bytes(v)
+        elif isinstance(t, ws.OptStruct):
+            w.write_bool(v is not None)
+            if v is not None:
+                for f, x in zip(t.fields, v, strict=True):
+                    self.write(w, f.wire, x)
         elif k == "opt_short_bytes":
             w.write_bool(v is not None)
             if v is not None:
@@ -255,6 +264,11 @@ class Twin:
         if k == "short_bytes":
             n = r.read_short(k)
             return r.read_bytes(n, k) if n > 0 else None
+        if k == "int_bytes":
+            n = r.read_int(k)
+            return r.read_bytes(n, k) if n > 0 else None
+        if isinstance(t, ws.OptStruct):
+            return tuple(self.read(r, f.wire, depth) for f in t.fields) if r.read_bool(k) else None
         if k == "opt_short_bytes":
             if not r.read_bool(k):
                 return None
@@ -376,6 +390,10 @@ class Twin:
             return 2 + (len(v) if v is not None else 0)
         if k == "opt_short_bytes":
             return 1 + (len(v) + 2 if v is not None else 0)
+        if k == "int_bytes":
+            return 4 + (len(v) if v is not None else 0)
+        if isinstance(t, ws.OptStruct):
+            return 1 + (sum(self.size(f.wire, x) for f, x in zip(t.fields, v)) if v is not None else 0)
         if k == "address":      # Util.size(Address): the flag byte and the body (for a UUID, subclasses included,
             if v is None:       # or an IpAddress, though a UUID subclass is written with a magic number)
                 return 1

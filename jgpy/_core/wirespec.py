@@ -20,10 +20,12 @@ Wire types (``Wire.kind``), with Java's writer:
 ``string``         ``Util.writeString``: a presence byte (only 1 means present), then ``writeUTF``
 ``byte_buffer``    ``Util.writeByteBuffer``: a presence byte, an int length, the bytes
 ``short_bytes``    a short length, then the bytes (``View``'s payload; length <= 0: none)
+``int_bytes``      an int length, then the bytes (mux ``ServiceInfo``'s state; length <= 0: none)
 ``opt_short_bytes``  a boolean, an unsigned short length, the bytes (an address's ``additional_data``;
                    length 0: none)
 ``address``        ``Util.writeAddress``: a flag byte (null, UUID, IpAddress, else a magic number)
 ``opt``            ``Util.writeStreamable``: a boolean, then the body of a data class
+``opt_struct``     a boolean, then values in a row, read into a tuple (a nested Streamable jgpy has no class for)
 ``view``           ``Util.writeView``: a boolean (present), a boolean (MergeView), the body
 ``gms_view``       GmsHeader's own order: a boolean (MergeView) first, then a boolean (present), the body
 ``sync_view``      VIEW_SYNC's order: a byte (0 none, 1 View, 2 MergeView; only 2 reads a MergeView), then a boolean
@@ -72,6 +74,7 @@ UTF = Wire("utf", "str", "str", 2)
 STRING = Wire("string", min_size=1)
 BYTE_BUFFER = Wire("byte_buffer", min_size=1)
 SHORT_BYTES = Wire("short_bytes", min_size=2)
+INT_BYTES = Wire("int_bytes", min_size=4)
 OPT_SHORT_BYTES = Wire("opt_short_bytes", min_size=1)
 ADDRESS = Wire("address", min_size=1)
 VIEW = Wire("view", min_size=1)
@@ -115,6 +118,17 @@ class Struct(Wire):
 
 
 @dataclass(frozen=True, repr=False)
+class OptStruct(Wire):
+    """A boolean (present), then values in a row, read into a tuple (None when absent): a nested Streamable
+    written as ``writeBoolean(x != null)`` + ``x.writeTo`` that jgpy keeps as a tuple (mux ``ServiceInfo``)."""
+
+    fields: tuple = ()
+
+    def __repr__(self) -> str:
+        return f"OptStruct({', '.join(f.name for f in self.fields)})"
+
+
+@dataclass(frozen=True, repr=False)
 class FlaggedView(Wire):
     """A MergeView subgroup: a boolean (MergeView), then the view body one nesting level deeper."""
 
@@ -144,6 +158,10 @@ class ListOf(Wire):
 
 def struct(*fields: "Field") -> Struct:
     return Struct("struct", min_size=sum(min_size(f.wire) for f in fields), fields=tuple(fields))
+
+
+def opt_struct(*fields: "Field") -> OptStruct:
+    return OptStruct("opt_struct", min_size=1, fields=tuple(fields))
 
 
 def opt(cls, as_plain_view: bool = False) -> Opt:

@@ -59,7 +59,8 @@ final class Codec {
     enum T {BYTE, SHORT, INT, LONG, BOOL, STRING, HEX, ADDR, IPADDR, ADDRS, ADDR_SET, IPMAP,
             VIEW, VIEWID, DIGEST, JOINRSP, MERGEID, PINGDATA, RANGE, VIEWS, PAYLOAD, AUTHTOKEN,
             ENUM,      // a Java enum field as its ordinal
-            STRMAP}    // a Map<String,String> as [[key, value], ...] (the given order)
+            STRMAP,    // a Map<String,String> as [[key, value], ...] (the given order)
+            SERVICEINFO}   // mux.ServiceInfo as [type, service, host, state (hex)]
 
     static final class F {
         final String json, java; final T t; final Class<?> coll;
@@ -156,6 +157,7 @@ final class Codec {
         reg("protocols.FD_SIMPLE$FdHeader", f("type", T.BYTE));
         reg("protocols.VIEW_SYNC$ViewSyncHeader", f("type", T.INT), f("view", T.VIEW));
         reg("protocols.MERGEFAST$MergefastHeader", f("view", T.VIEW));
+        reg("mux.MuxHeader", f("id", T.STRING), f("info", T.SERVICEINFO));
         reg("protocols.SCOPE$ScopeHeader", f("type", T.BYTE), f("scope", T.SHORT));
         reg("blocks.mux.MuxHeader", f("id", T.SHORT));
         reg("protocols.DAISYCHAIN$DaisyHeader", f("ttl", T.SHORT));
@@ -446,6 +448,13 @@ final class Codec {
                 }
                 return m;
             }
+            case SERVICEINFO: {
+                if(j == null) return null;
+                List<Object> l=toList(j, what);
+                if(l.size() != 4) throw new IllegalArgumentException(what + ": [type, service, host, state]");
+                return new org.jgroups.mux.ServiceInfo(toByte(l.get(0), what + "[0]"), toStr(l.get(1), what + "[1]"),
+                                                       buildAddress(l.get(2)), toBytes(l.get(3), what + "[3]"));
+            }
             case ENUM: throw new IllegalStateException(what + ": an enum is built from its field's type");
         }
         throw new IllegalStateException("type " + fld.t);
@@ -672,6 +681,11 @@ final class Codec {
             case PAYLOAD: return Json.hex(Util.objectToByteBuffer(v));
             case AUTHTOKEN: return authTokenJson(v);
             case ENUM: return ((Enum<?>)v).ordinal();
+            case SERVICEINFO: {
+                byte[] state=(byte[])get(v, "state");
+                return java.util.Arrays.asList((int)(Byte)get(v, "type"), get(v, "service"), toJson(get(v, "host")),
+                                               state == null ? null : Json.hex(state));
+            }
             case STRMAP: {   // empty: null, as jgpy reads it (a count of 0)
                 if(((Map<?,?>)v).isEmpty()) return null;
                 List<Object> l=new ArrayList<>();
