@@ -15,10 +15,12 @@ import struct
 from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JoinRsp, MergeId, MergeView, Message, PayloadUUID,
                   PingData, Range, TopologyUUID, UUID, View, ViewId)
 from jgpy._core import jg212
-from jgpy.headers import (AuthHeader, CompressHeader, CoordAnnouncement, FcHeader, FdHeader, FdSockHeader, FlushHeader,
-                          FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader, NakAckHeader, PingHeader,
-                          RequestCorrelatorHeader, SequencerHeader, StableHeader, StateHeader, StreamingStateHeader,
-                          TpHeader, Unicast2Header, UnicastHeader, VerifyHeader)
+from jgpy.headers import (AuthHeader, BlocksMuxHeader, CompressHeader, CoordAnnouncement, DaisyHeader, FcHeader,
+                          FdHeader, FdSimpleHeader, FdSockHeader, FlushHeader, FragHeader, GmsHeader, HeartbeatHeader,
+                          MergefastHeader, MultiDestinationHeader, MuxHeader, NakAckHeader, PingHeader, PrioHeader,
+                          RelayHeader, RequestCorrelatorHeader, ScopeHeader, SequencerHeader, SmackHeader, StableHeader,
+                          StateHeader, StompHeader, StreamingStateHeader, TpHeader, Unicast2Header, UnicastHeader,
+                          VerifyHeader, ViewSyncHeader)
 from jgpy.javaser import state_request_bytes
 
 A = UUID(1, 2)
@@ -98,6 +100,11 @@ def _headers() -> list[tuple[int, object]]:
         (33, AuthHeader(("org.jgroups.auth.X509Token", bytes(range(64))))),
         (33, AuthHeader(("org.jgroups.auth.RegexMembership", None))),
         (201, RequestCorrelatorHeader(0, 77, True, 201)), (201, MultiDestinationHeader(1, 78, False, 201, [B])),
+        (18, SmackHeader(1, 12)), (27, FdSimpleHeader(1)), (28, ViewSyncHeader(1, views[2])),
+        (28, ViewSyncHeader(1, views[3])), (28, ViewSyncHeader(2, None)), (202, MuxHeader("svc", None)),
+        (202, MuxHeader(None, (3, "svc", A, b"state"))), (35, MergefastHeader(views[0])), (41, ScopeHeader(2, 7)),
+        (204, BlocksMuxHeader(5)), (42, DaisyHeader(3)), (43, RelayHeader(0, addrs[1])), (43, RelayHeader(2)),
+        (47, StompHeader(0, (("destination", "/a"), ("sender", "x")))), (48, PrioHeader(4)),
     ]
 
 

@@ -48,7 +48,11 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
     src = args.input
     path = Path(src)
-    if path.exists():
+    try:
+        is_file = path.exists()
+    except OSError:         # ENAMETOOLONG: hex of a datagram longer than a file name may be
+        is_file = False
+    if is_file:
         raw = path.read_bytes()
         if raw[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d",
                        b"\x0a\x0d\x0d\x0a"):

@@ -162,13 +162,18 @@ def wire_values(w):
     from jgpy._core import wirespec as ws
     simple = {ws.BYTE: i8, ws.SHORT: i16, ws.USHORT: u16, ws.INT: i32, ws.LONG: i64, ws.BOOL: st.booleans(),
               ws.UTF: jtext, ws.STRING: opt_text, ws.BYTE_BUFFER: st.none() | small_bytes,
-              ws.OPT_SHORT_BYTES: opt_extra, ws.ADDRESS: opt_addr, ws.VIEW: opt_view, ws.GMS_VIEW: opt_view}
+              ws.OPT_SHORT_BYTES: opt_extra, ws.ADDRESS: opt_addr, ws.VIEW: opt_view, ws.GMS_VIEW: opt_view,
+              ws.SYNC_VIEW: opt_view}
     if w in simple:
         return simple[w]
     if isinstance(w, ws.Opt):                    # a View in an Opt is read back as a plain View
         return st.none() | (plain_views if w.as_plain_view else _DATA_VALUES[w.cls.name])
+    if w is ws.INT_BYTES:                         # an empty one reads back as None
+        return st.none() | st.binary(min_size=1, max_size=40)
     if isinstance(w, ws.Struct):
         return st.tuples(*(wire_values(f.wire) for f in w.fields))
+    if isinstance(w, ws.OptStruct):
+        return st.none() | st.tuples(*(wire_values(f.wire) for f in w.fields))
     if isinstance(w, ws.ListOf):                 # with none=0, an empty list reads back as None
         return st.none() | st.lists(wire_values(w.elem), min_size=1 if w.none == 0 else 0, max_size=5).map(tuple)
     if isinstance(w, ws.Tagged):     # a class Java knows (an unknown one is no token) with a body Java can write
@@ -179,13 +184,14 @@ def wire_values(w):
 
 
 def spec_header(h):
-    """Headers of the spec entry ``h``: any of its types (and one it does not name), the fields that type carries
+    """Headers of the spec entry ``h``: any of its types (and, unless it is closed, one it does not name), the fields that type carries
     drawn by wire type, the others at their default (as a decoded header has them)."""
     from jgpy._core import headers as H
 
     cls = getattr(H, h.name)
     known = sorted(h.types.values())
-    types = st.sampled_from(known) | st.sampled_from([v for v in range(-3, 20) if v not in known]) if known else None
+    others = st.sampled_from([v for v in range(-3, 20) if v not in known])
+    types = (st.sampled_from(known) if h.closed else st.sampled_from(known) | others) if known else None
 
     @st.composite
     def build(draw):

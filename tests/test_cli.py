@@ -53,6 +53,39 @@ def test_decode_hex(capsys):
     assert "LIST|MULTICAST" in out and "pbcast.NAKACK(15)" in out and "seqno=1" in out
 
 
+# A multicast as the jar's classes wrote it (TP.writeMessage through the interop harness) carrying one header of
+# each 2.12 class outside the jar's stack configs, each under its protocol's id, and the transport's TpHeader
+EVERY_OTHER_212_HEADER = bytes.fromhex(
+    "1302020600020000000000000002000000000000000100000000026869000c0012001d010000000000000005001b003b02001c003c00"
+    "00000101010102000000000000000200000000000000010000000000000000040002020000000000000002000000000000000100020000"
+    "000000000004000000000000000300000000ca003f0100037376630103010003737663020000000000000004000000000000000300000000"
+    "020102002300460100010200000000000000040000000000000003000000000000000009000102000000000000000400000000000000030000"
+    "000029004a01000c00cc004b0006002a004c0002002b004d00020000000000000004000000000000000300002f004e000000000000000100"
+    "0b64657374696e6174696f6e00022f61003000500900150038000763617074757265")
+
+
+def test_decode_every_other_212_header(capsys):
+    """SMACK, FD_SIMPLE, VIEW_SYNC, mux, MERGEFAST, SCOPE, blocks.mux, DAISYCHAIN, RELAY, STOMP and PRIO headers
+    print decoded, field by field, none as an unknown class."""
+    assert main(["decode", EVERY_OTHER_212_HEADER.hex()]) == 0
+    out = capsys.readouterr().out
+    b = "00000000-0000-0003-0000-000000000004"      # UUID(3, 4)
+    for line in ("SMACK(18): SmackHeader(type=MCAST, seqno=5)",
+                 "FD_SIMPLE(27): FdSimpleHeader(type=I_AM_ALIVE)",
+                 "VIEW_SYNC(28): ViewSyncHeader(type=VIEW_SYNC, view=View(ViewId(",
+                 f"mux.MuxChannel(202): MuxHeader(id='svc', info=(3, 'svc', UUID('{b}'), b'\\x01\\x02'))",
+                 f"MERGEFAST(35): MergefastHeader(view=View(ViewId(UUID('{b}'), 9), [UUID('{b}')]))",
+                 "SCOPE(41): ScopeHeader(type=MSG, scope=12)",
+                 "blocks.mux.MuxRequestCorrelator(204): BlocksMuxHeader(id=6)",
+                 "DAISYCHAIN(42): DaisyHeader(ttl=2)",
+                 f"RELAY(43): RelayHeader(type=DISSEMINATE, original_sender=UUID('{b}'))",
+                 "STOMP(47): StompHeader(type=MESSAGE, headers=(('destination', '/a'),))",
+                 "PRIO(48): PrioHeader(priority=9)",
+                 "UDP(21): TpHeader(channel_name='capture')"):
+        assert line in out
+    assert "unknown" not in out.lower() and "NOT DECODABLE" not in out
+
+
 def test_decode_bad_hex_is_reported(capsys):
     assert main(["decode", EX7[:-5].hex()]) == 1
     assert "NOT DECODABLE" in capsys.readouterr().out

@@ -17,11 +17,12 @@ import pytest
 
 from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JavaObject, JoinRsp, MergeId, MergeView, Message,
                   PayloadUUID, PingData, Range, TopologyUUID, UUID, View, ViewId, object_from_buffer, object_to_buffer)
-from jgpy.headers import (AuthHeader, CompressHeader, CoordAnnouncement, EncryptHeader, FcHeader, FdHeader,
-                          FdSockHeader, FlushHeader, FragHeader, GmsHeader, HeartbeatHeader, MultiDestinationHeader,
-                          NakAckHeader, PingHeader, RequestCorrelatorHeader, SequencerHeader, SfcHeader, StableHeader,
-                          StateHeader,
-                          StreamingStateHeader, TpHeader, Unicast2Header, UnicastHeader, VerifyHeader)
+from jgpy.headers import (AuthHeader, BlocksMuxHeader, CompressHeader, CoordAnnouncement, DaisyHeader, EncryptHeader,
+                          FcHeader, FdHeader, FdSimpleHeader, FdSockHeader, FlushHeader, FragHeader, GmsHeader,
+                          HeartbeatHeader, MergefastHeader, MultiDestinationHeader, MuxHeader, NakAckHeader, PingHeader,
+                          PrioHeader, RelayHeader, RequestCorrelatorHeader, ScopeHeader, SequencerHeader, SfcHeader,
+                          SmackHeader, StableHeader, StateHeader, StompHeader, StreamingStateHeader, TpHeader,
+                          Unicast2Header, UnicastHeader, VerifyHeader, ViewSyncHeader)
 from jgpy.protocols.encrypt_keys import key_version
 from jgpy.testing import javaorder
 from jgpy.testing.javajson import from_json, to_json
@@ -113,6 +114,21 @@ SAMPLES: list[tuple[str, object]] = [
     (None, CoordAnnouncement(None)),
     (None, RequestCorrelatorHeader(0, 2, True, 201)), (None, RequestCorrelatorHeader(1, -9, False, 201)),
     (None, MultiDestinationHeader(0, 3, True, 201, [B, C])), (None, MultiDestinationHeader(0, 3, False, 201, None)),
+    # 2.12 protocols outside the jar's stack configs (decoded in captures)
+    (None, SmackHeader(1, 42)), (None, SmackHeader(2, -1)), (None, SmackHeader(4, 1 << 40)), (None, SmackHeader(0)),
+    (None, FdSimpleHeader(1)), (None, FdSimpleHeader(2)),
+    (None, ViewSyncHeader(1, V1)), (None, ViewSyncHeader(1, MV)), (None, ViewSyncHeader(2, None)),
+    (None, MuxHeader("svc-1", None)), (None, MuxHeader(None, (3, "svc-\u00e9", A, None))),
+    (None, MuxHeader(None, (5, None, P, bytes(range(200))))), (None, MuxHeader("x", (7, "s", None, b"\x00"))),
+    (None, MergefastHeader(V2)), (None, MergefastHeader(MV)), (None, MergefastHeader(None)),
+    (None, ScopeHeader(1, 5)), (None, ScopeHeader(2, -32768)),
+    (None, BlocksMuxHeader(7)), (None, BlocksMuxHeader(-1)),
+    (None, DaisyHeader(3)), (None, DaisyHeader(0)),
+    (None, RelayHeader(0, A)), (None, RelayHeader(0, P)), (None, RelayHeader(0, None)), (None, RelayHeader(1)),
+    (None, RelayHeader(2)), (None, RelayHeader(3)),
+    (None, StompHeader(0, [("destination", "/topic/\u00e9")])), (None, StompHeader(1, [("endpoint", "127.0.0.1:8787")])),
+    (None, StompHeader(1, None)),
+    (None, PrioHeader(0)), (None, PrioHeader(-128)), (None, PrioHeader(127)),
 ]
 
 
@@ -184,6 +200,8 @@ def _canon(v):
         for f in ("cached_addrs", "mbrs"):
             if v[f]:
                 v[f] = sorted(v[f], key=key)
+    elif cls == "protocols.STOMP$StompHeader" and v["headers"]:
+        v["headers"] = sorted(v["headers"], key=key)
     return v
 
 

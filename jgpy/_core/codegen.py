@@ -69,12 +69,19 @@ def read_expr(w: ws.Wire, label: str) -> str:
         return f"_read_opt_short_bytes(r, {label})"
     if w.kind == "short_bytes":
         return f"_read_short_bytes(r, {label})"
+    if w.kind == "int_bytes":
+        return f"_read_int_bytes(r, {label})"
+    if isinstance(w, ws.OptStruct):
+        inner = ", ".join(read_expr(f.wire, label) for f in w.fields)
+        return f"({inner},) if r.boolean({_present(label)}) else None"
     if w.kind == "address":
         return "read_address(r)"
     if w.kind == "view":
         return "read_view(r)"
     if w.kind == "gms_view":
         return f"read_flag_first_view(r, {label})"
+    if w.kind == "sync_view":
+        return f"read_kind_first_view(r, {label})"
     if isinstance(w, ws.Opt):
         inner = "read_view_body(r, False, 0)" if w.as_plain_view else f"read_{w.cls.c_name}_body(r)"
         return f"{inner} if r.boolean({_present(label)}) else None"
@@ -97,12 +104,22 @@ def write_stmts(w: ws.Wire, v: str, label: str) -> list[str]:
         return [f"_write_opt_short_bytes(w, {v})"]
     if w.kind == "short_bytes":
         return [f"_write_short_bytes(w, {v}, {label})"]
+    if w.kind == "int_bytes":
+        return [f"_write_int_bytes(w, {v})"]
+    if isinstance(w, ws.OptStruct):
+        names = [f"_{f.name}" for f in w.fields]
+        out = [f"if {v} is None:", "    w.byte(0)", "else:", "    w.byte(1)", f"    {', '.join(names)}, = {v}"]
+        for f, n in zip(w.fields, names):
+            out += _indent(write_stmts(f.wire, n, label))
+        return out
     if w.kind == "address":
         return [f"write_address(w, {v})"]
     if w.kind == "view":
         return [f"write_view(w, {v})"]
     if w.kind == "gms_view":
         return [f"write_flag_first_view(w, {v})"]
+    if w.kind == "sync_view":
+        return [f"write_kind_first_view(w, {v})"]
     if isinstance(w, ws.Opt):
         return [f"if {v} is None:", "    w.byte(0)", "else:", "    w.byte(1)",
                 f"    write_{w.cls.c_name}_body(w, <{w.cls.name}?>{v})"]
@@ -301,7 +318,8 @@ def headers_pyx(spec) -> str:
 _PY_TYPES = {"byte": "int", "short": "int", "ushort": "int", "int": "int", "long": "int", "bool": "bool",
              "utf": "str", "string": "str | None", "byte_buffer": "bytes | None", "short_bytes": "bytes | None",
              "opt_short_bytes": "bytes | None", "address": "Address | None", "view": "View | None",
-             "gms_view": "View | None", "flagged_view": "View", "ip_bytes": "bytes"}
+             "gms_view": "View | None", "sync_view": "View | None", "int_bytes": "bytes | None",
+             "opt_struct": "tuple[Any, ...] | None", "flagged_view": "View", "ip_bytes": "bytes"}
 
 
 def py_type(w: ws.Wire, arg: bool = False) -> str:
@@ -544,24 +562,53 @@ def header_codec(h: ws.HeaderClass) -> list[str]:
                       "        return 0", "", "    cdef int skip(self, Reader r) except -1:",
                       "        return 0", "", ""]
     out += [f"        h.{f.name} = {f.default!r}" for f in defaults]
-    out += _indent(reads(head), 8) + _indent(_switch("h.type", groups, tail, reads), 8)
+    upto, after = _split_at_type(h, head)
+    t_size = next((ws.fixed_size(f.wire) for f in head if f.name == "type"), 0)
+    read_fail = "r.fail({reason}, " + _label(name, "type") + f", r._pos - {t_size})"
+    write_fail = "raise WireFormatError({reason}, \"" + name + ".type\")"
+    out += _indent(reads(upto) + _type_check(h, "h.type", read_fail) + reads(after), 8)
+    out += _indent(_switch("h.type", groups, tail, reads), 8)
     out += ["        return h", "", "    cdef int write(self, Writer w, object o) except -1:",
             f"        cdef {name} h = <{name}>o"]
-    body = writes(head) + _switch("h.type", groups, tail, lambda fs: _tail_call(writes(fs)))
+    body = _type_check(h, "h.type", write_fail) + writes(head)
+    body += _switch("h.type", groups, tail, lambda fs: _tail_call(writes(fs)))
     body = body if groups else _tail_call(body)
     out += _indent(body, 8) + ([] if body and body[-1].startswith("return ") else ["        return 0"])
     out += ["", "    cdef int skip(self, Reader r) except -1:"]
-    if groups:
+    if groups or h.closed:
         t = next(f for f in head if f.name == "type")
-        body = _merge_fixed(head[:-1], name)
+        upto, after = _split_at_type(h, head) if h.closed else (head, [])
+        body = _merge_fixed(upto[:-1], name)
         body.append(f"cdef {t.wire.ctype} t = {read_expr(t.wire, _label(name, 'type'))}")
-        body += _switch("t", groups, tail, lambda fs: _tail_call(_merge_fixed(fs, name)))
+        body += _type_check(h, "t", read_fail)
+        if groups:
+            body += _switch("t", groups, tail, lambda fs: _tail_call(_merge_fixed(fs, name)))
+        else:
+            body += _tail_call(_merge_fixed(after, name))
     else:
         body = _tail_call(_merge_fixed(head, name))
     out += _indent(body, 8)
     if not body[-1].startswith("return "):
         out.append("        return 0")
     return out + ["", ""]
+
+
+def _split_at_type(h: ws.HeaderClass, fields) -> tuple[list, list]:
+    """``fields`` cut after the ``type`` field of a closed header (its check goes there), else ``(fields, [])``."""
+    names = [f.name for f in fields]
+    if not h.closed or "type" not in names:
+        return list(fields), []
+    k = names.index("type") + 1
+    return list(fields[:k]), list(fields[k:])
+
+
+def _type_check(h: ws.HeaderClass, var: str, fail: str) -> list[str]:
+    """A closed header's check of its type value ``var``: ``fail`` is the statement that fails with ``{reason}``."""
+    if not h.closed:
+        return []
+    values = sorted(h.types.values())
+    reason = f'f"unknown {h.name} type {{{var}}} (Java\'s readFrom throws)"'
+    return [f"if not ({_cond(var, values)}):", "    " + fail.format(reason=reason)]
 
 
 def _tail_call(lines: list[str]) -> list[str]:

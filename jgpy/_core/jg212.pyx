@@ -165,6 +165,20 @@ cdef inline int _write_short_bytes(Writer w, object b, const char* field) except
     return w.buffer(b, 0, len(b))
 
 
+cdef inline object _read_int_bytes(Reader r, const char* field):
+    """An int length, then the bytes (mux ServiceInfo's state; a length <= 0: None); checked against the bytes left
+    before anything is taken."""
+    cdef int32_t n = r.int32(field)
+    return r.take(n, field) if n > 0 else None
+
+
+cdef inline int _write_int_bytes(Writer w, object b) except -1:
+    if not b:
+        return w.int32(0)
+    w.int32(len(b))
+    return w.buffer(b, 0, len(b))
+
+
 cdef inline int _skip_utf(Reader r, const char* field) except -1:
     """Move past a writeUTF string, validating it as reading would (only a non-ASCII one is decoded)."""
     cdef Py_ssize_t start = r._pos
@@ -348,6 +362,20 @@ cdef int write_flag_first_view(Writer w, object v) except -1:
     w.boolean(isinstance(v, MergeView))
     if v is None:
         return w.byte(0)
+    w.byte(1)
+    return write_view_body(w, <View?>v)
+
+
+cdef object read_kind_first_view(Reader r, const char* field):   # ViewSyncHeader: 0 none, 1 View, 2 MergeView
+    cdef bint merge = r.byte(field) == 2                            # then Util.writeStreamable(view)
+    return read_view_body(r, merge, 0) if r.boolean(field) else None
+
+
+cdef int write_kind_first_view(Writer w, object v) except -1:
+    if v is None:
+        w.byte(0)
+        return w.byte(0)
+    w.byte(2 if isinstance(v, MergeView) else 1)
     w.byte(1)
     return write_view_body(w, <View?>v)
 

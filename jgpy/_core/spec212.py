@@ -13,9 +13,9 @@ the jar's magic map; a class of a custom protocol takes a magic > 1024 and its p
 
 from __future__ import annotations
 
-from .wirespec import (ADDRESS, BOOL, BYTE, BYTE_BUFFER, GMS_VIEW, INT, LONG, OPT_SHORT_BYTES, SHORT, SHORT_BYTES,
-                       STRING, USHORT, UTF, VIEW, DataClass, F, ForeignClass, HeaderClass, IP_BYTES, flagged_view,
-                       list_of, opt, struct, tagged, when)
+from .wirespec import (ADDRESS, BOOL, BYTE, BYTE_BUFFER, GMS_VIEW, INT, INT_BYTES, LONG, OPT_SHORT_BYTES, SHORT, SHORT_BYTES,
+                       STRING, SYNC_VIEW, USHORT, UTF, VIEW, DataClass, F, ForeignClass, HeaderClass, IP_BYTES, flagged_view,
+                       list_of, opt, opt_struct, struct, tagged, when)
 
 NAME = "jgroups-2.12"
 VERSION = 0x1302                     # 2.12.2: (2 << 11) + (12 << 6) + 2
@@ -160,6 +160,10 @@ NAKACK_EXTRA_STUB = '''
 '''
 
 # TOTAL's NEW_VIEW: the members that start afresh, each with the first sequence number it delivers
+# STOMP's headers: a Java HashMap<String,String> (an int count, then key and value per entry, both writeUTF)
+STOMP_HEADERS = list_of("stomp_headers", struct(F("key", UTF), F("value", UTF)), count=INT, none=0,
+                        java_size="hash_map")
+
 TOTAL_STARTS = list_of("total_starts", struct(F("member", ADDRESS), F("seqno", LONG)), none=0)
 
 # AUTH's token (Util.writeAuthToken): the token's class name, then what that class's writeTo writes
@@ -333,6 +337,54 @@ HEADERS = (
                 fields=(F("token", AUTH_TOKEN, doc="(class name, body): the body a str (Simple, MD5, FixedMembership), "
                                                    "bytes (X509) or None"),)),
 
+    # ---- 2.12 protocols outside the jar's stack configs (decoded in captures; no jgpy protocol sends them) ----
+    HeaderClass("SmackHeader", 29, "protocols.SMACK$SmackHeader", ("SMACK",),
+                doc="SMACK (simple multicast with acks): a multicast's seqno, its ack, join/leave announcements",
+                types={"MCAST": 1, "ACK": 2, "JOIN_ANNOUNCEMENT": 3, "LEAVE_ANNOUNCEMENT": 4},
+                fields=(F("type", BYTE, 0), F("seqno", LONG, -1))),
+    HeaderClass("FdSimpleHeader", 59, "protocols.FD_SIMPLE$FdHeader", ("FD_SIMPLE",),
+                doc="FD_SIMPLE heartbeat request and answer", types={"ARE_YOU_ALIVE": 1, "I_AM_ALIVE": 2},
+                fields=(F("type", BYTE, 1),)),
+    HeaderClass("MuxHeader", 63, "mux.MuxHeader", ("mux.MuxChannel", "mux.Multiplexer"),
+                doc="the Multiplexer's (org.jgroups.mux): the service id, or a service message between Multiplexers",
+                fields=(
+                    F("id", STRING),
+                    F("info", opt_struct(F("type", BYTE), F("service", STRING), F("host", ADDRESS),
+                                         F("state", INT_BYTES)),
+                      doc="ServiceInfo as (type, service, host, state) or None; type: SERVICE_UP=3 SERVICE_DOWN=4 "
+                          "LIST_SERVICES_RSP=5 ACK=6 SERVICES_MERGED=7; state: bytes (empty reads back as None)"),
+                )),
+    HeaderClass("MergefastHeader", 70, "protocols.MERGEFAST$MergefastHeader", ("MERGEFAST",),
+                doc="MERGEFAST: the coordinator's view", fields=(F("view", VIEW),)),
+    HeaderClass("BlocksMuxHeader", 75, "blocks.mux.MuxHeader", ("blocks.mux.MuxRequestCorrelator",),
+                doc="blocks.mux: the id of the multiplexed handler", fields=(F("id", SHORT, 0),)),
+    HeaderClass("DaisyHeader", 76, "protocols.DAISYCHAIN$DaisyHeader", ("DAISYCHAIN",),
+                doc="DAISYCHAIN: the hops a multicast still makes", fields=(F("ttl", SHORT, 0),)),
+    HeaderClass("ViewSyncHeader", 60, "protocols.VIEW_SYNC$ViewSyncHeader", ("VIEW_SYNC",),
+                doc="VIEW_SYNC: a member's view, or a request for everyone's", types={"VIEW_SYNC": 1, "VIEW_SYNC_REQ": 2},
+                fields=(F("type", INT, 0), F("view", SYNC_VIEW))),
+    HeaderClass("ScopeHeader", 74, "protocols.SCOPE$ScopeHeader", ("SCOPE",),
+                doc="SCOPE: the scope of a message, or the expiry of one (Java fails on any other type; its "
+                    "no-arg default type 0 cannot be written, jgpy's default is MSG)",
+                types={"MSG": 1, "EXPIRE": 2}, closed=True, fields=(F("type", BYTE, 1), F("scope", SHORT, 0))),
+    HeaderClass("RelayHeader", 77, "protocols.RELAY$RelayHeader", ("RELAY",),
+                doc="RELAY between sites: ``type`` is the ordinal of Java's enum RelayHeader.Type (any other value "
+                    "fails, as Java's Type.values()[ordinal])",
+                types={"DISSEMINATE": 0, "FORWARD": 1, "VIEW": 2, "BROADCAST_VIEW": 3}, closed=True, fields=(
+                    F("type", BYTE, 0),
+                    F("original_sender", ADDRESS, None, when("DISSEMINATE")),
+                )),
+    HeaderClass("StompHeader", 78, "protocols.STOMP$StompHeader", ("STOMP",),
+                doc="STOMP: a message or an endpoint announcement with its STOMP headers; ``type`` is the ordinal of "
+                    "Java's enum StompHeader.Type (any other value fails)",
+                types={"MESSAGE": 0, "ENDPOINT": 1}, closed=True, fields=(
+                    F("type", INT, 0),
+                    F("headers", STOMP_HEADERS, doc="tuple of (key, value) or None (Java's HashMap: a later "
+                                                    "duplicate key wins)"),
+                )),
+    HeaderClass("PrioHeader", 80, "protocols.PrioHeader", ("PRIO",), doc="PRIO: the message's priority",
+                fields=(F("priority", BYTE, 0),)),
+
     # ---- jgpy's own headers (magic > MAX_JGROUPS_MAGIC): not in the jar, jgpy-only clusters ----
     HeaderClass(
         "TotalHeader", 1025, "protocols.TOTAL$TotalHeader", ("TOTAL",),
@@ -366,22 +418,11 @@ HEADERS = (
 
 #: classes of the magic map jgpy does not model, with the protocols that file them under their id
 FOREIGN_CLASSES = (
-    ForeignClass(29, "protocols.SMACK$SmackHeader", ("SMACK",)),
     ForeignClass(30, "Message"),
     ForeignClass(34, "Address"),
     ForeignClass(38, "java.util.Vector"),
     ForeignClass(41, "java.util.Hashtable"),
-    ForeignClass(59, "protocols.FD_SIMPLE$FdHeader", ("FD_SIMPLE",)),
-    ForeignClass(60, "protocols.VIEW_SYNC$ViewSyncHeader", ("VIEW_SYNC",)),
-    ForeignClass(63, "mux.MuxHeader", ("mux.MuxChannel", "mux.Multiplexer")),
     ForeignClass(66, "blocks.PullPushAdapter$PullHeader", ("blocks.PullPushAdapter",)),
-    ForeignClass(70, "protocols.MERGEFAST$MergefastHeader", ("MERGEFAST",)),
-    ForeignClass(74, "protocols.SCOPE$ScopeHeader", ("SCOPE",)),
-    ForeignClass(75, "blocks.mux.MuxHeader", ("blocks.mux.MuxRequestCorrelator",)),
-    ForeignClass(76, "protocols.DAISYCHAIN$DaisyHeader", ("DAISYCHAIN",)),
-    ForeignClass(77, "protocols.RELAY$RelayHeader", ("RELAY",)),
-    ForeignClass(78, "protocols.STOMP$StompHeader", ("STOMP",)),
-    ForeignClass(80, "protocols.PrioHeader", ("PRIO",)),
     ForeignClass(86, "protocols.Executing$Request"),
     ForeignClass(87, "blocks.executor.ExecutionService$RunnableAdapter"),
     ForeignClass(88, "blocks.executor.Executions$StreamableCallable"),

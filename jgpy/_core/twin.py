@@ -63,6 +63,8 @@ class Twin:
         return w.getvalue()
 
     def write_fields(self, w: Writer, h: ws.HeaderClass, hdr) -> None:
+        if h.closed:
+            self._check_type(h, hdr.type, None)
         for f in self.present(h, hdr.type if h.types else None):
             self.write(w, f.wire, getattr(hdr, f.name))
 
@@ -106,6 +108,15 @@ class Twin:
             else:
                 w.write_short(len(v))
                 w.write_bytes(v)
+        elif k == "int_bytes":
+            w.write_int(len(v) if v else 0)
+            if v:
+                w.write_bytes(v)
+        elif isinstance(t, ws.OptStruct):
+            w.write_bool(v is not None)
+            if v is not None:
+                for f, x in zip(t.fields, v, strict=True):
+                    self.write(w, f.wire, x)
         elif k == "opt_short_bytes":
             w.write_bool(v is not None)
             if v is not None:
@@ -113,10 +124,12 @@ class Twin:
                 w.write_bytes(v)
         elif k == "address":
             self.write_address(w, v)
-        elif k in ("view", "gms_view"):
+        elif k in ("view", "gms_view", "sync_view"):
             merge = type(v).__name__ == "MergeView"
             if k == "gms_view":
                 w.write_bool(merge)
+            if k == "sync_view":
+                w.write_byte(0 if v is None else 2 if merge else 1)
             w.write_bool(v is not None)
             if v is not None:
                 if k == "view":
@@ -188,6 +201,8 @@ class Twin:
             values[f.name] = self.read(r, f.wire, 0)
             if f.name == "type":
                 type_value = values["type"]
+                if h.closed:
+                    self._check_type(h, type_value, r.pos - ws.fixed_size(f.wire))
         self._expect_end(r, exact)
         return self.classes[h.name](**values), r.pos
 
@@ -198,6 +213,13 @@ class Twin:
         v = self.read_body(r, c, 0, merge=c.name == "MergeView")
         self._expect_end(r, exact)
         return v, r.pos
+
+    @staticmethod
+    def _check_type(h: ws.HeaderClass, type_value, offset) -> None:
+        """A closed header class's type must be one of its constants (Java's readFrom throws on any other)."""
+        if type_value not in h.types.values():
+            raise WireFormatError(f"unknown {h.name} type {type_value} (Java's readFrom throws)", f"{h.name}.type",
+                                  offset)
 
     @staticmethod
     def _expect_end(r: Reader, exact: bool) -> None:
@@ -242,6 +264,11 @@ class Twin:
         if k == "short_bytes":
             n = r.read_short(k)
             return r.read_bytes(n, k) if n > 0 else None
+        if k == "int_bytes":
+            n = r.read_int(k)
+            return r.read_bytes(n, k) if n > 0 else None
+        if isinstance(t, ws.OptStruct):
+            return tuple(self.read(r, f.wire, depth) for f in t.fields) if r.read_bool(k) else None
         if k == "opt_short_bytes":
             if not r.read_bool(k):
                 return None
@@ -253,8 +280,8 @@ class Twin:
             if not r.read_bool(k):
                 return None
             return self.read_body(r, self.by_name["View"], depth, merge=r.read_bool(k))
-        if k == "gms_view":
-            merge = r.read_bool(k)
+        if k in ("gms_view", "sync_view"):
+            merge = r.read_bool(k) if k == "gms_view" else r.read_byte(k) == 2
             return self.read_body(r, self.by_name["View"], depth, merge=merge) if r.read_bool(k) else None
         if isinstance(t, ws.Opt):
             if not r.read_bool(k):
@@ -363,13 +390,17 @@ class Twin:
             return 2 + (len(v) if v is not None else 0)
         if k == "opt_short_bytes":
             return 1 + (len(v) + 2 if v is not None else 0)
+        if k == "int_bytes":
+            return 4 + (len(v) if v is not None else 0)
+        if isinstance(t, ws.OptStruct):
+            return 1 + (sum(self.size(f.wire, x) for f, x in zip(t.fields, v)) if v is not None else 0)
         if k == "address":      # Util.size(Address): the flag byte and the body (for a UUID, subclasses included,
             if v is None:       # or an IpAddress, though a UUID subclass is written with a magic number)
                 return 1
             return 1 + self.body_size(self.data_specs[type(v)], v)
         if k == "view":
             return 1 + (1 + self.body_size(self.by_name["View"], v) if v is not None else 0)
-        if k == "gms_view":
+        if k in ("gms_view", "sync_view"):
             return 2 + (self.body_size(self.by_name["View"], v) if v is not None else 0)
         if isinstance(t, ws.Opt):
             return 1 + (self.body_size(t.cls, v) if v is not None else 0)

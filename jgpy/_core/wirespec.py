@@ -20,12 +20,16 @@ Wire types (``Wire.kind``), with Java's writer:
 ``string``         ``Util.writeString``: a presence byte (only 1 means present), then ``writeUTF``
 ``byte_buffer``    ``Util.writeByteBuffer``: a presence byte, an int length, the bytes
 ``short_bytes``    a short length, then the bytes (``View``'s payload; length <= 0: none)
+``int_bytes``      an int length, then the bytes (mux ``ServiceInfo``'s state; length <= 0: none)
 ``opt_short_bytes``  a boolean, an unsigned short length, the bytes (an address's ``additional_data``;
                    length 0: none)
 ``address``        ``Util.writeAddress``: a flag byte (null, UUID, IpAddress, else a magic number)
 ``opt``            ``Util.writeStreamable``: a boolean, then the body of a data class
+``opt_struct``     a boolean, then values in a row, read into a tuple (a nested Streamable jgpy has no class for)
 ``view``           ``Util.writeView``: a boolean (present), a boolean (MergeView), the body
 ``gms_view``       GmsHeader's own order: a boolean (MergeView) first, then a boolean (present), the body
+``sync_view``      VIEW_SYNC's order: a byte (0 none, 1 View, 2 MergeView; only 2 reads a MergeView), then a boolean
+                   (present), the body
 ``list``           a count (``short`` or ``int``), then that many elements (see :class:`ListOf`)
 ``flagged_view``   a MergeView subgroup: a boolean (MergeView), then the view body one level deeper
 ``struct``/``body``  list elements only: values in a row / a data class body without a presence byte
@@ -70,10 +74,12 @@ UTF = Wire("utf", "str", "str", 2)
 STRING = Wire("string", min_size=1)
 BYTE_BUFFER = Wire("byte_buffer", min_size=1)
 SHORT_BYTES = Wire("short_bytes", min_size=2)
+INT_BYTES = Wire("int_bytes", min_size=4)
 OPT_SHORT_BYTES = Wire("opt_short_bytes", min_size=1)
 ADDRESS = Wire("address", min_size=1)
 VIEW = Wire("view", min_size=1)
 GMS_VIEW = Wire("gms_view", min_size=2)
+SYNC_VIEW = Wire("sync_view", min_size=2)
 IP_BYTES = Wire("ip_bytes", min_size=5)
 
 PRIMITIVES = (BYTE, SHORT, USHORT, INT, LONG, BOOL)
@@ -112,6 +118,17 @@ class Struct(Wire):
 
 
 @dataclass(frozen=True, repr=False)
+class OptStruct(Wire):
+    """A boolean (present), then values in a row, read into a tuple (None when absent): a nested Streamable
+    written as ``writeBoolean(x != null)`` + ``x.writeTo`` that jgpy keeps as a tuple (mux ``ServiceInfo``)."""
+
+    fields: tuple = ()
+
+    def __repr__(self) -> str:
+        return f"OptStruct({', '.join(f.name for f in self.fields)})"
+
+
+@dataclass(frozen=True, repr=False)
 class FlaggedView(Wire):
     """A MergeView subgroup: a boolean (MergeView), then the view body one nesting level deeper."""
 
@@ -141,6 +158,10 @@ class ListOf(Wire):
 
 def struct(*fields: "Field") -> Struct:
     return Struct("struct", min_size=sum(min_size(f.wire) for f in fields), fields=tuple(fields))
+
+
+def opt_struct(*fields: "Field") -> OptStruct:
+    return OptStruct("opt_struct", min_size=1, fields=tuple(fields))
 
 
 def opt(cls, as_plain_view: bool = False) -> Opt:
@@ -226,7 +247,10 @@ class HeaderClass:
     ``Util.sizeOf(Streamable)`` computes it).
 
     ``base``: the header class it extends (its fields come first). ``extra``: Cython source pasted into the class
-    (helper constructors), ``extra_stub``: their signatures for the class's type stub."""
+    (helper constructors), ``extra_stub``: their signatures for the class's type stub. ``closed``: a ``type`` that is
+    none of ``types`` fails to read and to write (Java's ``readFrom`` throws on it: a switch's default that throws,
+    an enum's ``values()[ordinal]``); otherwise any type value reads, with the fields of the types without a
+    condition."""
 
     name: str
     magic: int
@@ -239,6 +263,7 @@ class HeaderClass:
     java_size: dict | str | None = None
     extra: str = ""
     extra_stub: str = ""
+    closed: bool = False
 
     @property
     def all_fields(self) -> tuple[Field, ...]:

@@ -81,6 +81,8 @@ def to_json(obj: Any) -> Any:
             v = getattr(obj, f.name)
             if v is not None and _rows(f):
                 d[f.json_name] = [[to_json(x) for x in row] for row in v]
+            elif v is not None and isinstance(f.wire, wirespec.OptStruct):      # bytes as hex
+                d[f.json_name] = [_hex(x) if isinstance(x, bytes) else to_json(x) for x in v]
             elif v is not None and isinstance(f.wire, wirespec.Tagged):      # (class name, body): bytes as hex;
                 known = f.wire.body_wire(v[0]) is not None or v[0] in dict(f.wire.cases)   # a class Java does
                 d[f.json_name] = [v[0], _hex(v[1]) if isinstance(v[1], bytes) else v[1]] if known else None  # not know
@@ -179,6 +181,9 @@ def from_json(v: Any) -> Any:
         x = v[f.json_name]
         if x is not None and _rows(f):
             args.append([tuple(from_json(e) for e in row) for row in x])
+        elif x is not None and isinstance(f.wire, wirespec.OptStruct):
+            args.append(tuple(_unhex(e) if g.wire is wirespec.INT_BYTES else from_json(e)
+                              for g, e in zip(f.wire.fields, x)))
         elif x is not None and isinstance(f.wire, wirespec.Tagged):
             body = _unhex(x[1]) if f.wire.body_wire(x[0]) is wirespec.BYTE_BUFFER else x[1]
             args.append((x[0], body))

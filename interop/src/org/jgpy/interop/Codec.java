@@ -57,7 +57,10 @@ final class Codec {
 
     /** Value types of fields. */
     enum T {BYTE, SHORT, INT, LONG, BOOL, STRING, HEX, ADDR, IPADDR, ADDRS, ADDR_SET, IPMAP,
-            VIEW, VIEWID, DIGEST, JOINRSP, MERGEID, PINGDATA, RANGE, VIEWS, PAYLOAD, AUTHTOKEN}
+            VIEW, VIEWID, DIGEST, JOINRSP, MERGEID, PINGDATA, RANGE, VIEWS, PAYLOAD, AUTHTOKEN,
+            ENUM,      // a Java enum field as its ordinal
+            STRMAP,    // a Map<String,String> as [[key, value], ...] (the given order)
+            SERVICEINFO}   // mux.ServiceInfo as [type, service, host, state (hex)]
 
     static final class F {
         final String json, java; final T t; final Class<?> coll;
@@ -149,6 +152,18 @@ final class Codec {
         reg("blocks.RequestCorrelator$Header", REQCORR_F);
         reg("blocks.RequestCorrelator$MultiDestinationHeader",
             cat(REQCORR_F, c("exclusion_list", T.ADDRS, LinkedList.class)));
+        // 2.12 headers of protocols outside the jar's stack configs (jgpy decodes them in captures)
+        reg("protocols.SMACK$SmackHeader", f("type", T.BYTE), f("seqno", T.LONG));
+        reg("protocols.FD_SIMPLE$FdHeader", f("type", T.BYTE));
+        reg("protocols.VIEW_SYNC$ViewSyncHeader", f("type", T.INT), f("view", T.VIEW));
+        reg("protocols.MERGEFAST$MergefastHeader", f("view", T.VIEW));
+        reg("mux.MuxHeader", f("id", T.STRING), f("info", T.SERVICEINFO));
+        reg("protocols.SCOPE$ScopeHeader", f("type", T.BYTE), f("scope", T.SHORT));
+        reg("blocks.mux.MuxHeader", f("id", T.SHORT));
+        reg("protocols.DAISYCHAIN$DaisyHeader", f("ttl", T.SHORT));
+        reg("protocols.RELAY$RelayHeader", f("type", T.ENUM), f("original_sender", T.ADDR));
+        reg("protocols.STOMP$StompHeader", f("type", T.ENUM), f("headers", T.STRMAP));
+        reg("protocols.PrioHeader", f("priority", T.BYTE));
     }
 
     // ------------------------------------------------------------------ reflection helpers
@@ -327,8 +342,11 @@ final class Codec {
         Object o=newInstance(k.cls);
         checkKeys(v, k.fields, key);
         for(F fld: k.fields) {
-            if(v.containsKey(fld.json))
-                set(o, fld.java, toJava(v.get(fld.json), fld, key));
+            if(!v.containsKey(fld.json))
+                continue;
+            Object val=fld.t == T.ENUM ? enumOf(field(k.cls, fld.java).getType(), v.get(fld.json), key + "." + fld.json)
+              : toJava(v.get(fld.json), fld, key);
+            set(o, fld.java, val);
         }
         if(o instanceof org.jgroups.protocols.TpHeader) { // keep its cached size() consistent, like its constructor does
             String n=((org.jgroups.protocols.TpHeader)o).channel_name;
@@ -345,6 +363,16 @@ final class Codec {
                 if(fld.json.equals(k)) continue outer;
             throw new IllegalArgumentException("unknown field '" + k + "' for " + key);
         }
+    }
+
+    /** The constant of enum class {@code cls} with ordinal {@code j} (null for null). */
+    static Object enumOf(Class<?> cls, Object j, String what) {
+        if(j == null) return null;
+        Object[] all=cls.getEnumConstants();
+        int i=toInt(j, what);
+        if(all == null || i < 0 || i >= all.length)
+            throw new IllegalArgumentException(what + ": no constant with ordinal " + i + " in " + cls.getName());
+        return all[i];
     }
 
     /** Fallback for Streamable classes without a field table: {"class": K, "body": hex of writeTo}. */
@@ -411,6 +439,23 @@ final class Codec {
                 return b == null ? null : Util.objectFromByteBuffer(b);
             }
             case AUTHTOKEN: return buildAuthToken(j, what);
+            case STRMAP: {   // null: empty (StompHeader's map is never null; jgpy reads an empty one as None)
+                Map<String,String> m=new HashMap<>();
+                for(Object e: j == null ? List.of() : toList(j, what)) {
+                    List<Object> pair=toList(e, what + "[]");
+                    if(pair.size() != 2) throw new IllegalArgumentException(what + ": entries are [key, value]");
+                    m.put(toStr(pair.get(0), what + "[0]"), toStr(pair.get(1), what + "[1]"));
+                }
+                return m;
+            }
+            case SERVICEINFO: {
+                if(j == null) return null;
+                List<Object> l=toList(j, what);
+                if(l.size() != 4) throw new IllegalArgumentException(what + ": [type, service, host, state]");
+                return new org.jgroups.mux.ServiceInfo(toByte(l.get(0), what + "[0]"), toStr(l.get(1), what + "[1]"),
+                                                       buildAddress(l.get(2)), toBytes(l.get(3), what + "[3]"));
+            }
+            case ENUM: throw new IllegalStateException(what + ": an enum is built from its field's type");
         }
         throw new IllegalStateException("type " + fld.t);
     }
@@ -635,6 +680,19 @@ final class Codec {
             }
             case PAYLOAD: return Json.hex(Util.objectToByteBuffer(v));
             case AUTHTOKEN: return authTokenJson(v);
+            case ENUM: return ((Enum<?>)v).ordinal();
+            case SERVICEINFO: {
+                byte[] state=(byte[])get(v, "state");
+                return java.util.Arrays.asList((int)(Byte)get(v, "type"), get(v, "service"), toJson(get(v, "host")),
+                                               state == null ? null : Json.hex(state));
+            }
+            case STRMAP: {   // empty: null, as jgpy reads it (a count of 0)
+                if(((Map<?,?>)v).isEmpty()) return null;
+                List<Object> l=new ArrayList<>();
+                for(Map.Entry<Object,Object> e: ((Map<Object,Object>)v).entrySet())
+                    l.add(java.util.Arrays.asList(e.getKey(), e.getValue()));
+                return l;
+            }
             default: return toJson(v);
         }
     }
