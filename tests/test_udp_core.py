@@ -196,8 +196,9 @@ def test_loop_coalesces_a_dense_stream_only(net, coalesce_us):
             pass
     assert got.wait_count(400)
     dense = loop.stats
-    if coalesce_us:
-        assert dense["coalesced"] > 0 and dense["batches"] < 300, dense
+    if coalesce_us:                                       # (a loaded machine may deliver the stream in clumps
+        assert dense["batches"] < 300, dense              # that are read whole: then there is nothing to coalesce)
+        assert dense["coalesced"] > 0 or dense["batches"] <= 400 // 16, dense
     else:
         assert dense["coalesced"] == 0, dense
     time.sleep(0.05)

@@ -98,9 +98,11 @@ def test_dependencies_are_declared_exactly(dist):
     requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     assert requires and all("extra ==" in r for r in requires), requires
     extras = {r.split("extra ==")[1].strip().strip("'\""): r.split(";")[0].strip() for r in requires}
-    assert set(extras) == {"journal", "analysis"}
+    assert set(extras) == {"journal", "analysis", "security", "jms"}
     analysis = {r.split(";")[0].strip() for r in requires if "analysis" in r}
     assert {"pyspark", "pyarrow", "pandas<3", "matplotlib", "numpy"} <= analysis, analysis
+    security = {r.split(";")[0].strip() for r in requires if "security" in r}
+    assert {"cryptography", "pyjks"} <= security, security
 
 
 def test_the_sdist_holds_the_sources(dist):
