@@ -334,6 +334,18 @@ def run_largecluster_rows(scale: float, reps: int, java: bool = True) -> tuple[l
     return P.run_suite(lgs, reps=reps, config=LC_CONFIG, progress=progress, warmup=min(1.0, scale)), lgs[0][1]
 
 
+#: the jar's unchanged tcp-nio.xml (TCP_NIO: TCP's wire under TCP_NIO's protocol id): 1 KB multicast, one sender
+TCPNIO_TWO = [Workload("tcpnio_mcast_1k_2", "tcp-nio.xml: 1 KB multicast, 1 sender, 2 members", "mcast", 1000,
+                       10_000, 1_000, 2)]
+TCPNIO_CONFIG = "tcp-nio.xml"
+
+
+def run_tcpnio_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The tcp-nio.xml rows (Java, jgpy and mixed clusters of 2, on a block of free ports): (records, workloads)."""
+    gs = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in TCPNIO_TWO])]
+    return P.run_suite(gs, reps=reps, config=TCPNIO_CONFIG, progress=progress, warmup=min(1.0, scale)), gs[0][1]
+
+
 #: the row sets beyond udp.xml, tcp.xml, flush-udp.xml and sequencer.xml: name -> (rows(scale, reps, java) ->
 #: (records, workloads), the config they run); ``run(extras=...)`` and ``--only NAME`` pick them
 EXTRA_ROWS = {
@@ -341,6 +353,7 @@ EXTRA_ROWS = {
     "compress": (run_compress_rows, COMPRESS_CONFIG),
     "tunnel": (run_tunnel_rows, TUNNEL_CONFIG),
     "largecluster": (run_largecluster_rows, LC_CONFIG),
+    "tcpnio": (run_tcpnio_rows, TCPNIO_CONFIG),
 }
 
 
@@ -504,6 +517,10 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
         if t:
             add(f"tunnel.xml through {router}'s GossipRouter: throughput jgpy / Java, 1 KB multicast",
                 _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+    t = rows.get("tcpnio_mcast_1k_2", {})
+    if t:
+        add("tcp-nio.xml: throughput jgpy / Java, 1 KB multicast", _med(t.get("jgpy"), "recv_msgs_per_s"),
+            _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     t = rows.get("lc_unicast_1k", {})
     if t:
         add("udp-largecluster.xml (UNICAST2): throughput jgpy / Java, 1 KB unicast",
@@ -738,7 +755,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--only-flush", action="store_true", help="only the flush-udp.xml rows and the flush latency")
     ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
     ap.add_argument("--only", choices=sorted(EXTRA_ROWS), help="only one of the extra row sets (encrypt: udp.xml + "
-                    "encrypt.xml's ENCRYPT; compress; tunnel: Java's and jgpy's router; largecluster: UNICAST2)")
+                    "encrypt.xml's ENCRYPT; compress; tunnel: Java's and jgpy's router; largecluster: UNICAST2; tcpnio: tcp-nio.xml)")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members

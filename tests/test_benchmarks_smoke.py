@@ -135,7 +135,7 @@ def test_e2e_suite_tiny(tmp_path):
     assert len(res["flush_latency"]) == 8 and all(r["flushes"] > 0 for r in res["flush_latency"])
     for w in e2e.SEQ_TWO + e2e.SEQ_THREE:                       # sequencer.xml: every member sends
         assert {(w.key, c) for c in ("java", "jgpy", "mixed")} <= cols
-    for w in e2e.ENC_TWO + e2e.COMPRESS_TWO + e2e.LC_TWO:       # ENCRYPT; compress.xml; udp-largecluster.xml
+    for w in e2e.ENC_TWO + e2e.COMPRESS_TWO + e2e.LC_TWO + e2e.TCPNIO_TWO:   # ENCRYPT; compress; UNICAST2; TCP_NIO
         assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
     for router in e2e.TUNNEL_ROUTERS:                          # tunnel.xml through Java's and jgpy's router
         assert {(e2e.tunnel_workload(router).key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
@@ -156,6 +156,7 @@ def test_e2e_suite_tiny(tmp_path):
     assert "| compress.xml: throughput jgpy / Java, 1 KB multicast |" in md
     assert "| tunnel.xml through jgpy's GossipRouter: throughput jgpy / Java, 1 KB multicast |" in md
     assert "| udp-largecluster.xml (UNICAST2): throughput jgpy / Java, 1 KB unicast |" in md
+    assert "| tcp-nio.xml: throughput jgpy / Java, 1 KB multicast |" in md
     json.dumps(res)                                            # the JSON file can be written
     pngs = e2e.plots(res, tmp_path)
     if importlib.util.find_spec("matplotlib") is None:
