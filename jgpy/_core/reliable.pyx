@@ -10,6 +10,7 @@ under a protocol's lock. A core says what its windows make of a batch (``_add``)
 lock (``_after``).
 """
 
+from jgpy._core.batch cimport split_by_header
 from jgpy._core.serial cimport SerialCore
 from jgpy._core.sync cimport Lock
 
@@ -23,6 +24,15 @@ cdef class OrderedCore(ProtocolCore):
 
     def __cinit__(self):
         self.lock = Lock()
+
+    def up_batch(self, list msgs):
+        """The messages with our header go into the windows (``receive_ordered((mine, rest))``: ``_add`` may move
+        some to ``rest``), the rest up (NAKACK classifies its batches itself)."""
+        mine, rest = split_by_header(msgs, self.id)
+        if mine:
+            self.receive_ordered((mine, rest))
+        if rest:
+            self.up_prot.up_batch(rest)
 
     cdef int receive_ordered(self, object batch) except -1:
         cdef Arrival a

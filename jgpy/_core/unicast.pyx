@@ -18,7 +18,6 @@ others). :meth:`UnicastCore.expire_nonmembers` drops the idle ones.
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from libc.stdint cimport int64_t, uint64_t
 
-from jgpy._core.batch cimport split_by_header
 from jgpy._core.clock cimport monotonic_ms, monotonic_s
 from jgpy._core.headers cimport UnicastHeader
 from jgpy._core.message cimport Message, new_message
@@ -167,13 +166,6 @@ cdef class UnicastCore(OrderedCore):
         return e
 
     # ---- up ----
-
-    def up_batch(self, list msgs):
-        mine, rest = split_by_header(msgs, self.id)
-        if mine:
-            self.receive_ordered((mine, rest))
-        if rest:
-            self.up_prot.up_batch(rest)
 
     cdef Arrival _add(self, object batch):
         cdef UnicastArrival a = UnicastArrival.__new__(UnicastArrival)

@@ -20,7 +20,6 @@ hold.
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from libc.stdint cimport int64_t, uint64_t
 
-from jgpy._core.batch cimport split_by_header
 from jgpy._core.clock cimport monotonic_ms, monotonic_s
 from jgpy._core.headers cimport Unicast2Header
 from jgpy._core.message cimport Message
@@ -169,13 +168,6 @@ cdef class Unicast2Core(OrderedCore):
         return r
 
     # ---- up ----
-
-    def up_batch(self, list msgs):
-        mine, rest = split_by_header(msgs, self.id)
-        if mine:
-            self.receive_ordered((mine, rest))
-        if rest:
-            self.up_prot.up_batch(rest)
 
     cdef Arrival _add(self, object batch):
         cdef Unicast2Arrival a = Unicast2Arrival.__new__(Unicast2Arrival)
