@@ -56,9 +56,8 @@ from urllib.parse import urlsplit
 
 from jgpy._core.address import IpAddress
 from jgpy.errors import ConfigError
-from jgpy.protocols.shared_loopback import Inbox
+from jgpy.protocols.shared_loopback import Inbox, InboxTransport
 from jgpy.protocols.tp import TP
-from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.properties import Property, to_int, to_size, to_str
 
@@ -407,7 +406,7 @@ def _close_connection(conn: Any) -> None:
         io_thread.join(2.0)
 
 
-class JMS(TP):
+class JMS(InboxTransport):
     NAME = "JMS"
 
     broker_url = Property(to_str, None, "jgpy: the broker's STOMP address, stomp://host:port (comma-separated: "
@@ -438,7 +437,7 @@ class JMS(TP):
     def __init__(self) -> None:
         super().__init__()
         self._link: BrokerLink | None = None
-        self._inbox: BoundedInbox | None = None
+        self._inbox: BoundedInbox | None = None       # (made by make_inbox)
         self._topic: str | None = None
         self._mcast_dest = ""
         self.counters.update(dict.fromkeys(
@@ -460,22 +459,15 @@ class JMS(TP):
         self.enable_bundling = False                      # a frame is one message (see the module docstring)
         self.physical_addr = made_up_address()
         super().start()
-        self._inbox = BoundedInbox(self, f"jgpy-jms-inbox-{self.physical_addr.port}", self.recv_queue_max_bytes)
 
-    def stop(self) -> None:
+    def make_inbox(self) -> Inbox:
+        return BoundedInbox(self, f"jgpy-jms-inbox-{self.physical_addr.port}", self.recv_queue_max_bytes)
+
+    def join_cluster(self, cluster: str) -> None:
+        self._connect_broker(cluster)
+
+    def leave_cluster(self) -> None:
         self._disconnect_broker()
-        inbox, self._inbox = self._inbox, None
-        if inbox is not None:
-            inbox.stop()
-        super().stop()
-
-    def down(self, evt: Event) -> Any:
-        ret = super().down(evt)
-        if evt.type == EventType.CONNECT:
-            self._connect_broker(str(evt.arg))
-        elif evt.type == EventType.DISCONNECT:
-            self._disconnect_broker()
-        return ret
 
     # ---- the broker link ----
 

@@ -78,21 +78,29 @@ class Inbox:
             self._thread.join(timeout)
 
 
-class SHARED_LOOPBACK(TP):
-    NAME = "SHARED_LOOPBACK"
+class InboxTransport(TP):
+    """A transport without sockets (SHARED_LOOPBACK, JMS): a subclass sets ``physical_addr`` before ``start``, makes
+    its inbox (:meth:`make_inbox`) and joins and leaves its cluster's routes on CONNECT and DISCONNECT (and stop)."""
 
     def __init__(self) -> None:
         super().__init__()
         self._inbox: Inbox | None = None
-        self._cluster: str | None = None
+
+    def make_inbox(self) -> Inbox:
+        return Inbox(self, f"jgpy-{self.NAME.lower()}-{self.physical_addr.port}")
+
+    def join_cluster(self, cluster: str) -> None:
+        raise NotImplementedError
+
+    def leave_cluster(self) -> None:
+        raise NotImplementedError
 
     def start(self) -> None:
-        self.physical_addr = IpAddress("127.0.0.1", next(_PORTS))
         super().start()
-        self._inbox = Inbox(self, f"jgpy-{self.NAME.lower()}-{self.physical_addr.port}")
+        self._inbox = self.make_inbox()
 
     def stop(self) -> None:
-        self._unregister()
+        self.leave_cluster()
         inbox, self._inbox = self._inbox, None
         if inbox is not None:
             inbox.stop()
@@ -101,18 +109,30 @@ class SHARED_LOOPBACK(TP):
     def down(self, evt: Event) -> Any:
         ret = super().down(evt)
         if evt.type == EventType.CONNECT:
-            self._register(evt.arg)
+            self.join_cluster(str(evt.arg))
         elif evt.type == EventType.DISCONNECT:
-            self._unregister()
+            self.leave_cluster()
         return ret
 
-    def _register(self, cluster: str) -> None:
-        self._unregister()
+
+class SHARED_LOOPBACK(InboxTransport):
+    NAME = "SHARED_LOOPBACK"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cluster: str | None = None
+
+    def start(self) -> None:
+        self.physical_addr = IpAddress("127.0.0.1", next(_PORTS))
+        super().start()
+
+    def join_cluster(self, cluster: str) -> None:
+        self.leave_cluster()
         with _ROUTES_LOCK:
             _ROUTES.setdefault(cluster, {})[self.physical_addr] = self
         self._cluster = cluster
 
-    def _unregister(self) -> None:
+    def leave_cluster(self) -> None:
         cluster, self._cluster = self._cluster, None
         if cluster is None:
             return
@@ -168,10 +188,10 @@ class LOOPBACK(SHARED_LOOPBACK):
 
     NAME = "LOOPBACK"
 
-    def _register(self, cluster: str) -> None:
+    def join_cluster(self, cluster: str) -> None:
         self._cluster = cluster                     # never in the shared table: nobody else hears us
 
-    def _unregister(self) -> None:
+    def leave_cluster(self) -> None:
         self._cluster = None
 
     def send_multicast_datagram(self, data: bytes) -> None:
