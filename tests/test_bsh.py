@@ -11,49 +11,17 @@ import uuid
 import pytest
 
 from jgpy import Channel
-from jgpy.testing.cluster import JavaMember, make_member, stock
+from jgpy.testing.cluster import JavaMember, stock
 from jgpy.testing.java import BSH_JAR, JavaNode, udp_props, unique_group
-from tests.conftest import require_java
-from tests.test_stack_interop import Cluster, exchange
+from tests.test_stack_interop import cluster_factory, exchange  # noqa: F401 - a fixture
 
 class BshJavaMember(JavaMember):
     node_class = functools.partial(JavaNode, extra_classpath=(str(BSH_JAR),))
 
 
-class BshCluster(Cluster):
-    def __init__(self, kinds: str):
-        self.kinds = kinds
-        self.name = f"bsh-{uuid.uuid4().hex[:8]}"
-        self.config = self.jgpy_config = stock("bsh.xml")
-        self.props = udp_props(*unique_group())
-        counts = {"J": 0, "P": 0}
-        self.members = []
-        for k in kinds:
-            counts[k] += 1
-            name = f"{k}{counts[k]}"
-            self.members.append(BshJavaMember(name, self.config, self.props) if k == "J"
-                                else make_member(k, name, self.config, self.props))
-
-
-@pytest.fixture
-def bsh_cluster():
-    made = []
-
-    def make(kinds: str) -> BshCluster:
-        if "J" in kinds:
-            require_java()
-        c = BshCluster(kinds)
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        for m in c.members:
-            m.close()
-
-
 @pytest.mark.parametrize("kinds", [pytest.param(k, marks=pytest.mark.interop) for k in ("JP", "PJ")] + ["PP"])
-def test_bsh_xml_forms_mixed_clusters(bsh_cluster, kinds):
-    c = bsh_cluster(kinds)
+def test_bsh_xml_forms_mixed_clusters(cluster_factory, kinds):
+    c = cluster_factory(kinds, config=stock("bsh.xml"), java_member=BshJavaMember)
     c.start()
     c.assert_agreement()
     exchange(c, 500, unicasts=50)

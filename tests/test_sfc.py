@@ -10,48 +10,19 @@ import pytest
 
 from jgpy import Message, UUID
 from jgpy.headers import SfcHeader
-from jgpy.testing.cluster import make_member, stock
+from jgpy.testing.cluster import stock
 from jgpy.testing.java import JavaNode, PyNode, udp_props, unique_group
 from tests.conftest import require_java
 from tests.fakestack import FakeStack
-from tests.test_stack_interop import Cluster, exchange
+from tests.test_stack_interop import cluster_factory, exchange  # noqa: F401 - a fixture
 
 SFC_ID = 30
 MAX_CREDITS = 10_000_000                                     # sfc.xml's
 
 
-class SfcCluster(Cluster):
-    def __init__(self, kinds: str):
-        self.kinds = kinds
-        self.name = f"sfc-{uuid.uuid4().hex[:8]}"
-        self.config = self.jgpy_config = stock("sfc.xml")
-        self.props = udp_props(*unique_group())
-        counts = {"J": 0, "P": 0}
-        self.members = []
-        for k in kinds:
-            counts[k] += 1
-            self.members.append(make_member(k, f"{k}{counts[k]}", self.config, self.props))
-
-
-@pytest.fixture
-def sfc_cluster():
-    made = []
-
-    def make(kinds: str) -> SfcCluster:
-        if "J" in kinds:
-            require_java()
-        c = SfcCluster(kinds)
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        for m in c.members:
-            m.close()
-
-
 @pytest.mark.parametrize("kinds", [pytest.param(k, marks=pytest.mark.interop) for k in ("JP", "PJ", "PJP")] + ["PP"])
-def test_sfc_xml_forms_mixed_clusters(sfc_cluster, kinds):
-    c = sfc_cluster(kinds)
+def test_sfc_xml_forms_mixed_clusters(cluster_factory, kinds):
+    c = cluster_factory(kinds, config=stock("sfc.xml"))
     c.start()
     c.assert_agreement()
     exchange(c, 2000, unicasts=100)

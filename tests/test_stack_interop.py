@@ -32,7 +32,8 @@ N_MSGS = int(os.environ.get("JGPY_TEST_MSGS", "10000"))
 
 
 class Cluster:
-    def __init__(self, kinds: str, config=None, jgpy_config=None):
+    def __init__(self, kinds: str, config=None, jgpy_config=None, java_member=None):
+        """``java_member``: makes the Java members (``(name, config, props)``; default: the harness's JavaMember)."""
         self.kinds = kinds
         addr, port = unique_group()
         self.props = udp_props(addr, port)
@@ -44,8 +45,9 @@ class Cluster:
         counts = {"J": 0, "P": 0}
         for k in kinds:
             counts[k] += 1
-            self.members.append(make_member(k, f"{k}{counts[k]}",
-                                            self.config if k == "J" else self.jgpy_config, self.props))
+            name = f"{k}{counts[k]}"
+            self.members.append(java_member(name, self.config, self.props) if k == "J" and java_member
+                                else make_member(k, name, self.config if k == "J" else self.jgpy_config, self.props))
 
     def start(self, concurrently: bool = False) -> None:
         if not concurrently:
@@ -87,10 +89,11 @@ class Cluster:
 
 @pytest.fixture
 def cluster_factory():
-    require_java()
     made: list[Cluster] = []
 
     def make(kinds: str, **kw) -> Cluster:
+        if "J" in kinds:
+            require_java()
         c = Cluster(kinds, **kw)
         made.append(c)
         return c
