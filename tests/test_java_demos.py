@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -200,15 +201,24 @@ def test_execution_service_demo_with_a_jgpy_member(tmp_path, udp_group, demo_fir
             demo.type(f"submit {count}")
             demo.expect(r"Distributed Sort Took: ", 120)
             demo.expect(r"Local Sort Took: ", 30)
-        wait_until(lambda: consumers() == 1, 30, msg="the demo's consumer offered again")
-        if not demo_first:
+        if demo_first:
+            # P is the demo's backup. 2.12 sends the backups' CREATE_ and DELETE_CONSUMER_READY after its lock,
+            # from different threads (the consumer's offer, the submitter's take), and a consumer offers itself
+            # again under the same id (its thread's): a take's DELETE can overtake the next offer's CREATE, and
+            # then Java's own backup holds no consumer either. The copy holds at most the one consumer.
+            time.sleep(1.0)
+            offered = consumers()
+            assert offered in (0, 1), offered
+        else:
+            wait_until(lambda: consumers() == 1, 30, msg="the demo's consumer offered again")
             # (a Java coordinator's backup may keep a run request taken long ago: 2.12 sends the backups'
             # CREATE_RUN_REQUEST and DELETE_RUN_REQUEST after its lock, from different threads, in either order)
             assert prot.dump_stats()["run_requests"] == 0
+            offered = 1
 
         demo.type("consumer start")
         demo.expect(r"Started Consumer - running 2 consumers$", 30)
-        wait_until(lambda: consumers() == 2, 30, msg="the demo's second consumer in P's table")
+        wait_until(lambda: consumers() == offered + 1, 30, msg="the demo's second consumer in P's table")
         demo.type("submit 4000")
         demo.expect(r"Distributed Sort Took: ", 120)
         demo.expect(r"Local Sort Took: ", 30)

@@ -15,7 +15,7 @@ import pytest
 
 from jgpy import DIALECT, UUID, Message
 from jgpy._core.headers import Unicast2Header
-from jgpy.protocols.unicast2 import UNICAST2
+from jgpy.protocols.unicast2 import FIRST_ASK_TRIES, UNICAST2
 from jgpy.stack.events import Event, EventType
 from jgpy.testing.cluster import stock
 from jgpy.testing.javajson import to_json
@@ -106,6 +106,30 @@ def test_the_lost_first_message_is_asked_for_once_per_batch(stack):
     assert stack.prot.dump_stats()["dropped_unknown_conn"] == 4 and stack.top.messages == []
     stack.tp.inject([data(stack, p, 1, first=True)] + [data(stack, p, i) for i in range(2, 6)])
     assert payloads(stack.top.wait_messages(5)) == [f"{i}".encode() for i in range(1, 6)]
+
+
+def test_an_unanswered_send_first_seqno_is_sent_again_until_the_connection_opens(stack):
+    """The request (or its answer's first message) lost and nothing more arriving from the sender: asked again
+    after the timeouts (50, 100 ms), not again once the first message opened the connection."""
+    p = UUID.random()
+    stack.tp.inject([data(stack, p, i) for i in range(2, 6)])
+    asks = stack.tp.wait_sent(lambda x: x.msg.dest == p, count=3, timeout=5)
+    assert [(x.msg.get_header(stack.prot.id).type, x.msg.get_header(stack.prot.id).seqno) for x in asks[:3]] \
+        == [(SEND_FIRST, 5)] * 3
+    stack.tp.inject([data(stack, p, 1, first=True)] + [data(stack, p, i) for i in range(2, 6)])
+    assert payloads(stack.top.wait_messages(5)) == [f"{i}".encode() for i in range(1, 6)]
+    time.sleep(0.15)
+    stack.tp.clear()
+    time.sleep(0.3)
+    assert sent_to(stack, p, SEND_FIRST) == [] and stack.prot.dump_stats()["first_seqno_requests_abandoned"] == 0
+
+
+def test_a_silent_stranger_is_asked_for_its_first_message_a_bounded_number_of_times(stack):
+    p = UUID.random()
+    stack.tp.inject([data(stack, p, 3)])
+    wait_until(lambda: stack.prot.dump_stats()["first_seqno_requests_abandoned"] == 1, 10, msg="given up")
+    assert len(sent_to(stack, p, SEND_FIRST)) == 1 + FIRST_ASK_TRIES
+    assert stack.prot._first_asked == {}
 
 
 def test_send_first_seqno_resends_the_lowest_kept_message_as_first_and_what_follows(stack):

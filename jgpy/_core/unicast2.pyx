@@ -193,8 +193,8 @@ cdef class Unicast2Core(OrderedCore):
         the sender's window on its connection (a ``first`` message for a connection we do not know opens it)
         and what became deliverable leaves the window. Returns ``(deliver, oob, events)``: regular messages in
         per-sender order for the delivery thread; OOB messages to pass up now (each once: when it is added);
-        ``None`` or a list of ``(what, sender, x, y)`` for the protocol: ``"no_connection"`` (x: the seqno; ask
-        for the first message), ``"window_full"`` (a non-member's seqno beyond ``nonmember_window``),
+        ``None`` or a list of ``(what, sender, x, y)`` for the protocol: ``"no_connection"`` (x, y: the seqno and
+        the conn id; ask for the first message), ``"window_full"`` (a non-member's seqno beyond ``nonmember_window``),
         ``"stable_due"`` (``max_bytes`` received since our last STABLE to it), ``"bad_seqno"`` (x: why),
         ``"xmit_req"``, ``"stable"`` (x, y: the header's seqno and high_seqno), ``"send_first_seqno"`` (x: the
         seqno), ``"bad_type"`` (x: the type)."""
@@ -249,7 +249,7 @@ cdef class Unicast2Core(OrderedCore):
                 e = self._open(sender, h.conn_id, seq)
             if e is None:
                 self.dropped_unknown_conn += 1
-                events = _note(events, "no_connection", sender, seq, None)
+                events = _note(events, "no_connection", sender, seq, h.conn_id)
                 continue
             entry = <Unicast2Receiver>e
             win = entry.win

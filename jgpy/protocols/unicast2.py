@@ -55,6 +55,21 @@ DATA, XMIT_REQ = Unicast2Header.DATA, Unicast2Header.XMIT_REQ
 SEND_FIRST_SEQNO, STABLE = Unicast2Header.SEND_FIRST_SEQNO, Unicast2Header.STABLE
 OOB = Message.OOB
 _EXPERT = "jgpy's windows grow and shrink by pages of seqnos (jgpy/_core/tables.pyx)"
+MAX_FIRST_ASKS = 1024      # senders with an unanswered SEND_FIRST_SEQNO we remember (the oldest go first)
+FIRST_ASK_TRIES = 8        # times one is sent again when neither the sender's messages nor its answer arrive
+
+
+class _FirstAsk:
+    """A SEND_FIRST_SEQNO not yet answered: the unknown connection, the highest seqno seen on it, when it was
+    last sent and how often since the sender's last message."""
+
+    __slots__ = ("conn_id", "seqno", "last", "tries")
+
+    def __init__(self, conn_id: int) -> None:
+        self.conn_id = conn_id
+        self.seqno = 0
+        self.last: float | None = None
+        self.tries = 0
 
 
 class UNICAST2(Unicast2Core, Protocol):
@@ -99,11 +114,12 @@ class UNICAST2(Unicast2Core, Protocol):
         self._tasks: list = []
         self._rl = RateLimitedLog(self.log)
         self._nonmember_sends: dict = {}           # dest -> None: send connections to non-members, oldest first
-        self._first_asked: dict = {}               # sender -> when we last sent it a SEND_FIRST_SEQNO
+        self._first_asked: dict = {}               # sender -> _FirstAsk: SEND_FIRST_SEQNOs not yet answered
         self.counters = dict.fromkeys((
             "xmit_reqs_sent", "xmit_reqs_received", "xmit_reqs_unknown", "xmits", "xmit_not_found",
             "stables_sent", "stables_received", "stables_unknown", "first_seqno_requests_sent",
-            "first_seqno_requests_suppressed", "first_seqno_requests_received", "first_seqno_requests_unknown", "nonmember_sends_evicted",
+            "first_seqno_requests_suppressed", "first_seqno_requests_received", "first_seqno_requests_unknown",
+            "first_seqno_requests_abandoned", "nonmember_sends_evicted",
             "nonmembers_expired", "events_failed"), 0)
 
     def init(self) -> None:
@@ -192,7 +208,7 @@ class UNICAST2(Unicast2Core, Protocol):
         for what, sender, x, y in events:
             try:
                 if what == "no_connection":          # once per batch: the sender resends up to the highest
-                    asked[sender] = max(x, asked.get(sender, x))
+                    asked[sender] = (max(x, asked[sender][0]) if sender in asked else x, y)
                 elif what == "xmit_req":
                     self._handle_xmit_req(sender, x, y)
                 elif what == "stable":
@@ -208,27 +224,54 @@ class UNICAST2(Unicast2Core, Protocol):
             except Exception:  # noqa: BLE001 - one failure must not hurt the rest of the batch
                 self.counters["events_failed"] += 1
                 self._rl.exception("event-failed", "%s: failed handling %s from %s", self.local_addr, what, sender)
-        for sender, seqno in asked.items():
-            self._ask_first(sender, seqno)
+        for sender, (seqno, conn_id) in asked.items():
+            self._ask_first(sender, seqno, conn_id)
         for sender in nudge:
             self._send_stable_to(sender)
 
-    def _ask_first(self, sender, seqno: int) -> None:
+    def _ask_first(self, sender, seqno: int, conn_id: int) -> None:
         """SEND_FIRST_SEQNO to sender, at most once per first timeout: every request makes it resend everything
         from its first kept message on (2.12 asks for every message received on an unknown connection, a
-        storm that grows with the square of the messages in flight)."""
+        storm that grows with the square of the messages in flight). The request is remembered until the
+        connection opens: `_tick` asks again if neither it nor its answer's first message arrived."""
         now = time.monotonic()
-        asked = self._first_asked
-        last = asked.pop(sender, None)
-        if last is not None and (now - last) * 1000 < self.timeout[0]:
-            asked[sender] = last
-            self.counters["first_seqno_requests_suppressed"] += 1
-            return
-        while len(asked) >= 1024:                    # senders asked recently, oldest first: bounded
-            del asked[next(iter(asked))]
-        asked[sender] = now
+        with self.lock:
+            asked = self._first_asked
+            ask = asked.pop(sender, None)
+            if ask is None or ask.conn_id != conn_id:
+                ask = _FirstAsk(conn_id)
+            asked[sender] = ask                      # newest last: the oldest go first when it is full
+            while len(asked) > MAX_FIRST_ASKS:
+                del asked[next(iter(asked))]
+            ask.seqno = max(ask.seqno, seqno)
+            ask.tries = 0                            # the sender is alive: it keeps sending
+            if ask.last is not None and (now - ask.last) * 1000 < self.timeout[0]:
+                self.counters["first_seqno_requests_suppressed"] += 1
+                return
+            ask.last = now
         self.counters["first_seqno_requests_sent"] += 1
-        self._send(sender, Unicast2Header(SEND_FIRST_SEQNO, seqno), OOB)
+        self._send(sender, Unicast2Header(SEND_FIRST_SEQNO, ask.seqno), OOB)
+
+    def _first_asks_due(self, now: float) -> list:
+        """(sender, seqno) of the SEND_FIRST_SEQNOs to send again (the caller holds ``lock``): for connections
+        still unknown, one per timeout (backing off along ``timeout``), at most FIRST_ASK_TRIES times after the
+        sender's last message; answered ones (the connection is open) are forgotten."""
+        due, done = [], []
+        for sender, ask in self._first_asked.items():
+            r = self.recv_table.get(sender)
+            if r is not None and r.conn_id == ask.conn_id:
+                done.append(sender)
+            elif (now - ask.last) * 1000 >= self.timeout[min(ask.tries, len(self.timeout) - 1)]:
+                if ask.tries >= FIRST_ASK_TRIES:
+                    done.append(sender)
+                    self.counters["first_seqno_requests_abandoned"] += 1
+                else:
+                    ask.tries += 1
+                    ask.last = now
+                    due.append((sender, ask.seqno))
+        for sender in done:
+            del self._first_asked[sender]
+        return due
 
     def _handle_xmit_req(self, sender, low: int, high: int) -> None:
         self.counters["xmit_reqs_received"] += 1
@@ -283,6 +326,7 @@ class UNICAST2(Unicast2Core, Protocol):
         with self.lock:
             for sender, r in self.recv_table.items():
                 reqs += [(sender, first, last) for first, last in r.win.xmit_due(now, self.max_xmit_req_size)]
+            firsts = self._first_asks_due(time.monotonic()) if self._first_asked else []
             if self.max_retransmit_time > 0:
                 t = time.monotonic()
                 expired = [d for d in self._nonmember_sends
@@ -294,6 +338,9 @@ class UNICAST2(Unicast2Core, Protocol):
         for sender, first, last in reqs:
             self.counters["xmit_reqs_sent"] += 1
             self._send(sender, Unicast2Header(XMIT_REQ, first, last))
+        for sender, seqno in firsts:
+            self.counters["first_seqno_requests_sent"] += 1
+            self._send(sender, Unicast2Header(SEND_FIRST_SEQNO, seqno), OOB)
         for d in expired:
             self.remove_connection(d)
 
