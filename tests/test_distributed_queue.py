@@ -10,7 +10,7 @@ import pytest
 
 from jgpy import Channel
 from jgpy.blocks import DistributedQueue
-from jgpy.testing.cluster import wait_all
+from jgpy.testing.cluster import IN_PROCESS, wait_all
 from jgpy.testing.rpcnode import JavaQueueNode
 from tests.conftest import require_java
 
@@ -43,8 +43,8 @@ def described(values: list) -> list[str]:
 
 
 def test_jgpy_members_share_a_queue_and_a_joiner_gets_the_state(udp_group):
-    props, cluster, _ = udp_group
-    with Channel("udp.xml", "A", props) as a, Channel("udp.xml", "B", props) as b:
+    _, cluster, _ = udp_group
+    with Channel(IN_PROCESS, "A") as a, Channel(IN_PROCESS, "B") as b:
         a.connect(cluster)
         qa = DistributedQueue(a)
         assert qa.start(3000) is False                             # the first member: no state

@@ -16,6 +16,7 @@ from jgpy.headers import ExecutorHeader
 from jgpy.protocols.central_executor import CENTRAL_EXECUTOR
 from jgpy.protocols.executing import ExecRequest, ExecType
 from jgpy.stack.config import load_config
+from jgpy.testing.cluster import IN_PROCESS
 from tests.fakestack import FakeStack, wait_until
 
 E = ExecType
@@ -52,12 +53,13 @@ def test_java_reads_our_requests_and_writes_the_same_bytes(java_nodes):
 
 @pytest.fixture
 def exec_cluster(udp_group):
+    """jgpy members in one process (shared-loopback.xml: the jar's udp.xml above an in-process transport)."""
     props, cluster, _ = udp_group
     made: list[Channel] = []
     runners: list[ExecutionRunner] = []
 
     def build(n: int) -> list[Channel]:
-        cfg = load_config("udp.xml").insert("CENTRAL_EXECUTOR", {})
+        cfg = load_config(IN_PROCESS).insert("CENTRAL_EXECUTOR", {})
         for _ in range(n):
             ch = Channel(cfg, name=f"X{len(made)}", props=props)
             made.append(ch)

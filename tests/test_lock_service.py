@@ -18,6 +18,7 @@ from jgpy.protocols.locking import REQUEST_CLASS, LockRequest, Owner, RequestTyp
 from jgpy.protocols.peer_lock import PEER_LOCK
 from jgpy.stack.config import load_config
 from jgpy.tools.dump import describe_datagram
+from jgpy.testing.cluster import IN_PROCESS
 from tests.fakestack import FakeStack, wait_until
 
 T = RequestType
@@ -71,11 +72,14 @@ def test_the_decoder_shows_the_request():
 
 @pytest.fixture
 def lock_cluster(udp_group):
+    """jgpy members in one process (shared-loopback.xml: the jar's udp.xml above an in-process transport; udp.xml
+    where a test sends datagrams)."""
     props, cluster, _ = udp_group
     made: list[Channel] = []
 
-    def build(n: int, protocol: str = "CENTRAL_LOCK", **prot_props: str) -> list[Channel]:
-        cfg = load_config("udp.xml").insert(protocol, prot_props)
+    def build(n: int, protocol: str = "CENTRAL_LOCK", base: str = IN_PROCESS,
+              **prot_props: str) -> list[Channel]:
+        cfg = load_config(base).insert(protocol, prot_props)
         for i in range(n):
             ch = Channel(cfg, name=f"L{len(made)}", props=props)
             made.append(ch)
@@ -429,7 +433,7 @@ def test_a_live_coordinator_shrugs_off_strangers_lock_requests(lock_cluster):
     from jgpy.stack.events import Event, EventType
     from jgpy.testing.hostile import Forger, Hdr, send_datagrams, stranger, unicast_data
 
-    a, b = lock_cluster(2)
+    a, b = lock_cluster(2, base="udp.xml")
     phys = a.stack.down(Event(EventType.GET_PHYSICAL_ADDRESS, a.address))
     forger, rnd = Forger(a.cluster_name), random.Random(22)
     lock_hdr = Hdr(CENTRAL_ID, 81, b"")

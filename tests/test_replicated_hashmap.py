@@ -9,7 +9,7 @@ import pytest
 
 from jgpy import Channel
 from jgpy.blocks.replicated_hashmap import ReplicatedHashMap
-from jgpy.testing.cluster import wait_all
+from jgpy.testing.cluster import IN_PROCESS, wait_all
 from jgpy.testing.java import udp_props, unique_group
 from jgpy.testing.rpcnode import JavaMapNode
 from tests.conftest import require_java
@@ -42,10 +42,8 @@ def _described(m: dict) -> list[str]:
 
 
 def test_jgpy_members_replicate_and_a_joiner_gets_the_state():
-    props = udp_props(*unique_group())
     cluster = f"rhm-{uuid.uuid4().hex[:8]}"
-    with Channel("udp.xml", "A", props) as a, Channel("udp.xml", "B", props) as b, \
-            Channel("udp.xml", "C", props) as c:
+    with Channel(IN_PROCESS, "A") as a, Channel(IN_PROCESS, "B") as b, Channel(IN_PROCESS, "C") as c:
         a.connect(cluster)
         ma = ReplicatedHashMap(a, blocking_updates=True)
         assert ma.start(3000) is False                             # the first member: no state

@@ -12,7 +12,7 @@ from jgpy._core.message import Message
 from jgpy.blocks import ReplicatedTree
 from jgpy.blocks.correlator import marshal_value
 from jgpy.blocks.replicated_tree import PUT, TreeRequest
-from jgpy.testing.cluster import wait_all
+from jgpy.testing.cluster import IN_PROCESS, wait_all
 from jgpy.testing.rpcnode import JavaTreeNode
 from tests.conftest import require_java
 
@@ -47,8 +47,8 @@ def nodes(tree: ReplicatedTree, fqn: str = "/") -> list[str]:
 
 
 def test_a_tree_alone_and_its_navigation(udp_group):
-    props, cluster, _ = udp_group
-    with Channel("udp.xml", "A", props) as a:
+    _, cluster, _ = udp_group
+    with Channel(IN_PROCESS, "A") as a:
         a.connect(cluster)
         t = ReplicatedTree(a, state_timeout=2000)
         ev = Events()
@@ -73,8 +73,8 @@ def test_a_tree_alone_and_its_navigation(udp_group):
 
 
 def test_strangers_and_unreadable_messages_are_dropped(udp_group):
-    props, cluster, _ = udp_group
-    with Channel("udp.xml", "A", props) as a, Channel("udp.xml", "B", props) as b:
+    _, cluster, _ = udp_group
+    with Channel(IN_PROCESS, "A") as a, Channel(IN_PROCESS, "B") as b:
         a.connect(cluster)
         ta = ReplicatedTree(a, state_timeout=2000)
         b.connect(cluster)

@@ -10,6 +10,8 @@ import struct
 import threading
 import time
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -22,7 +24,7 @@ from jgpy.errors import JgpyError
 from jgpy.headers import RequestCorrelatorHeader
 from jgpy.javaser import JavaSerializationError
 from jgpy.testing import hostile
-from jgpy.testing.cluster import wait_all
+from jgpy.testing.cluster import IN_PROCESS, wait_all
 from jgpy.testing.java import udp_props, unique_group
 
 pytestmark = pytest.mark.timeout(180)
@@ -52,13 +54,13 @@ class Collect(Receiver):
         self.msgs.append(bytes(msg.buffer))
 
 
-@pytest.fixture
-def three():
+@contextmanager
+def three_members(config: str) -> Iterator[tuple]:
     """Three jgpy members A, B, C with RpcDispatchers (servers named after them); A's plain messages go to a
     Collect receiver."""
     props = udp_props(*unique_group())
     cluster = f"rpc-{uuid.uuid4().hex[:8]}"
-    chans = [Channel("udp.xml", n, props) for n in "ABC"]
+    chans = [Channel(config, n, props) for n in "ABC"]
     try:
         for c in chans:
             c.connect(cluster)
@@ -69,6 +71,20 @@ def three():
     finally:
         for c in chans:
             c.close()
+
+
+@pytest.fixture
+def three():
+    """three_members in one process (shared-loopback.xml: the jar's udp.xml above an in-process transport)."""
+    with three_members(IN_PROCESS) as t:
+        yield t
+
+
+@pytest.fixture
+def three_udp():
+    """three_members on the jar's udp.xml (for tests that send datagrams to them)."""
+    with three_members("udp.xml") as t:
+        yield t
 
 
 def test_modes_filters_anycast_and_plain_messages(three):
@@ -194,8 +210,8 @@ def test_malformed_calls_are_answered_with_an_error_and_counted(three, payload):
     assert da.call_remote_method(b.address, "name") == "B"                 # B is unharmed
 
 
-def test_strangers_requests_and_unknown_responses_are_dropped_and_counted(three):
-    (a, b, _), (da, db, _), _, _, cluster = three
+def test_strangers_requests_and_unknown_responses_are_dropped_and_counted(three_udp):
+    (a, b, _), (da, db, _), _, _, cluster = three_udp
     forger = hostile.Forger(cluster)
     rnd = random.Random(7)
     phys = b.stack.transport.physical_addr

@@ -285,5 +285,9 @@ def wait_all(pred: Callable[[], bool], timeout: float) -> bool:
     return pred()
 
 
+#: jgpy-only clusters inside one process: the jar's udp.xml above SHARED_LOOPBACK (fast, deterministic, no sockets)
+IN_PROCESS = "shared-loopback.xml"
+
+
 def stock(name: str = "udp.xml") -> StackConfig:
     return load_config(name)
