@@ -4,6 +4,7 @@ every import of a compiled module)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 
@@ -29,7 +30,18 @@ def test_the_graph_holds_the_cython_modules_and_their_imports():
     assert not graph.direct_import_exists(importer="jgpy._core.wire", imported="jgpy._core.jg212")
 
 
-def test_an_import_in_a_pyx_breaks_a_contract(tmp_path, monkeypatch):
+@pytest.fixture
+def loggers_kept():
+    """import-linter's CLI configures logging with dictConfig, which disables every logger that exists (jgpy's
+    among them) for the rest of the process: undone after the test."""
+    before = {name: lg.disabled for name, lg in logging.root.manager.loggerDict.items()
+              if isinstance(lg, logging.Logger)}
+    yield
+    for name, disabled in before.items():
+        logging.getLogger(name).disabled = disabled
+
+
+def test_an_import_in_a_pyx_breaks_a_contract(tmp_path, monkeypatch, loggers_kept):
     cli = require_module("importlinter.cli", "pip install -r requirements-dev.txt")
     pkg = tmp_path / "layered"
     (pkg / "core").mkdir(parents=True)
