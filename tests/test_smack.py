@@ -28,6 +28,7 @@ from jgpy.stack.config import load_config, parse_xml
 from jgpy.stack.events import Event, EventType
 from jgpy.testing.cluster import JavaMember, JgpyMember, check_fifo, wait_all
 from jgpy.testing.java import JavaError, JavaNode, udp_props, unique_group
+from jgpy.testing.javajson import from_json, to_json
 from tests.conftest import require_java
 from tests.fakestack import FakeNetwork, FakeStack, wait_until
 
@@ -370,6 +371,53 @@ def test_java_on_unchanged_smack_xml_cannot_multicast_with_connect_cluster():
         b.close()
 
 
+def addr_of(m):
+    return m.channel.address if isinstance(m, JgpyMember) else from_json(m.node.address)
+
+
+def view_of(m) -> list:
+    """The member's view as addresses (no discovery: nobody learns the others' logical names)."""
+    if isinstance(m, JgpyMember):
+        v = m.channel.view
+        return list(v.members) if v is not None else []
+    m.view_names()                                               # takes in the Java member's events
+    v = m._view
+    return [from_json(a) for a in v["members"]] if v and v.get("members") else []
+
+
+def send_unicasts(src, dst, n: int) -> None:
+    if isinstance(src, JgpyMember):
+        src.send_numbered(n, dest=addr_of(dst))
+    else:
+        src.send_numbered(n, dest_name=to_json(addr_of(dst)))
+
+
+def exchange(members, senders=None, n: int = 30) -> None:
+    """Every member of ``senders`` (default: all) multicasts ``n`` numbered messages, the first alone (see below);
+    everybody gets all of them once, a jgpy member in FIFO order.
+
+    The first multicast goes alone because 2.12's SMACK makes a sender's receive window without a lock: two
+    multicasts that reach it together on two pool threads can make two windows, one replacing the other, and
+    what the lost one held is never delivered (a retransmission is taken for a duplicate): seen with jgpy's and
+    with Java's first two multicasts. Once the window is made nothing is lost, but 2.12 hands messages up from
+    several pool threads without a lock, so a Java member may deliver them out of order."""
+    senders = members if senders is None else senders
+    for m in senders:
+        m.send_numbered(1)
+    for m in members:
+        assert m.wait_received(len(senders), timeout=30), (m.name, m.received.count())
+    for m in senders:
+        m.send_numbered(n - 1, start=1)
+    expected = {x.name: n for x in senders}
+    for m in members:
+        assert m.wait_received(n * len(senders), timeout=60), (m.name, m.received.count())
+        if isinstance(m, JgpyMember):
+            assert not check_fifo(m.received.by_sender, expected), m.name
+        else:
+            assert {k: sorted(v) for k, v in m.received.by_sender.items()} == \
+                {k: list(range(c)) for k, c in expected.items()}, m.name
+
+
 def _tunnel_cfg(port: int):
     return load_config("smack_tunnel.xml").with_properties("TUNNEL", router_port=str(port))
 
@@ -397,24 +445,22 @@ def test_smack_tunnel_xml_mixed_clusters_both_ways(kinds, router):
         cluster = f"smack-tun-{kinds}-{uuid.uuid4().hex[:6]}"
         for m in members:
             m.connect(cluster)
-        names = [m.name for m in members]
-        assert wait_all(lambda: all(sorted(m.view_names()) == sorted(names) for m in members), 30), \
-            [m.view_names() for m in members]
+        addrs = [addr_of(m) for m in members]
+        assert wait_all(lambda: all(set(view_of(m)) == set(addrs) for m in members), 30), \
+            [view_of(m) for m in members]
+        assert view_of(members[0]) == addrs and view_of(members[1]) == addrs[::-1]   # ourselves first
+        exchange(members)
+        send_unicasts(members[0], members[1], 10)
+        send_unicasts(members[1], members[0], 10)
         for m in members:
-            m.send_numbered(30)
-        members[0].send_numbered(10, dest_name=members[1].name)
-        members[1].send_numbered(10, dest_name=members[0].name)
-        for m in members:
-            assert m.wait_received(60, timeout=60), (m.name, m.received.count())
-            assert not check_fifo(m.received.by_sender, {x.name: 30 for x in members}), m.name
             assert m.wait_received(10, unicast=True, timeout=60), (m.name, "unicasts")
         py = next(m for m in members if isinstance(m, JgpyMember))
         smack_p = py.channel.stack.find("SMACK")
         assert wait_all(lambda: not smack_p.pending(), 20), smack_p.pending()   # Java acked all of ours
-        assert smack_p.counters["acks_sent"] >= 60
+        assert smack_p.counters["acks_sent"] >= 30                # every Java multicast acked (ours are not)
         java = next(m for m in members if isinstance(m, JavaMember))
         java.disconnect()                                        # Java's LEAVE_ANNOUNCEMENT
-        assert wait_all(lambda: py.view_names() == [py.name], 20), py.view_names()
+        assert wait_all(lambda: view_of(py) == [addr_of(py)], 20), view_of(py)
     finally:
         _close(members)
 
@@ -433,14 +479,13 @@ def test_smack_tunnel_xml_java_with_connect_cluster_receives_and_acks_jgpy_multi
         cluster = f"smack-tun-def-{uuid.uuid4().hex[:6]}"
         java.connect(cluster)
         py.connect(cluster)                                       # Java answers our JOIN_ANNOUNCEMENT
-        assert wait_all(lambda: py.view_names() == ["P2", "J1"] and java.view_names() == ["J1", "P2"], 30), \
-            (py.view_names(), java.view_names())
-        py.send_numbered(20)
-        assert java.wait_received(20, timeout=30)
+        j, p = addr_of(java), addr_of(py)
+        assert wait_all(lambda: view_of(py) == [p, j] and view_of(java) == [j, p], 30), (view_of(py), view_of(java))
+        exchange([java, py], senders=[py], n=20)
         smack_p = py.channel.stack.find("SMACK")
         assert wait_all(lambda: not smack_p.pending(), 20), smack_p.pending()
-        java.send_numbered(5, dest_name="P2")
-        py.send_numbered(5, dest_name="J1")
+        send_unicasts(java, py, 5)
+        send_unicasts(py, java, 5)
         assert py.wait_received(5, unicast=True, timeout=30) and java.wait_received(5, unicast=True, timeout=30)
         with pytest.raises(JavaError, match="NullPointerException"):
             java.send_numbered(1)
@@ -455,7 +500,8 @@ def test_smack_tunnel_xml_java_with_connect_cluster_receives_and_acks_jgpy_multi
 def test_smack_xml_mixed_multicasts_arrive_but_no_unicast_can(kinds):
     """smack.xml unchanged (UDP, no discovery): multicasts flow both ways (Java with connect(cluster, false)) and
     make the members known, but nobody has a physical address for anybody: acks and answers are dropped at the
-    transport, in Java (``no physical address``) as in jgpy."""
+    transport, in Java (``no physical address``) as in jgpy.
+    Multicasts go as in :func:`exchange`."""
     require_java()
     props = udp_props(*unique_group())
     cfg = load_config("smack.xml")
@@ -465,13 +511,10 @@ def test_smack_xml_mixed_multicasts_arrive_but_no_unicast_can(kinds):
         cluster = f"smack-udp-{kinds}-{uuid.uuid4().hex[:6]}"
         for m in members:
             m.connect(cluster)
-        for m in members:
-            m.send_numbered(20)
-        for m in members:
-            assert m.wait_received(40, timeout=30), (m.name, m.received.count())
+        exchange(members)
         py = next(m for m in members if isinstance(m, JgpyMember))
         java = next(m for m in members if isinstance(m, JavaMember))
-        assert java.name in py.view_names()                       # known from its multicasts
+        assert addr_of(java) in view_of(py)                       # known from its multicasts
         tp = py.channel.stack.protocols[0]
         assert wait_all(lambda: tp.counters["dropped_no_physical_addr"] > 0, 10)   # our acks to Java: dropped
         smack_p = py.channel.stack.find("SMACK")
