@@ -459,6 +459,10 @@ def test_smack_tunnel_xml_mixed_clusters_both_ways(kinds, router):
         assert wait_all(lambda: not smack_p.pending(), 20), smack_p.pending()   # Java acked all of ours
         assert smack_p.counters["acks_sent"] >= 30                # every Java multicast acked (ours are not)
         java = next(m for m in members if isinstance(m, JavaMember))
+        fd_p = py.channel.stack.find("FD_SIMPLE")                 # heartbeats both ways (a round every 2-5 s)
+        assert wait_all(lambda: fd_p.num_are_you_alive_received >= 2 and fd_p.num_i_am_alive_received >= 2, 30), \
+            fd_p.dump_stats()
+        assert set(view_of(java)) == set(addrs) and not fd_p.num_suspect_events
         java.disconnect()                                        # Java's LEAVE_ANNOUNCEMENT
         assert wait_all(lambda: view_of(py) == [addr_of(py)], 20), view_of(py)
     finally:

@@ -51,6 +51,7 @@ class FD_SIMPLE(Protocol):  # noqa: N801 - the JGroups name
         self._rl = RateLimitedLog(self.log)
         self._guard = MessageGuard(self, "an FD_SIMPLE message", self._rl)
         self.num_are_you_alive_sent = 0
+        self.num_are_you_alive_received = 0
         self.num_i_am_alive_received = 0
         self.num_suspect_events = 0
         self.dropped_unknown_type = 0
@@ -112,6 +113,7 @@ class FD_SIMPLE(Protocol):  # noqa: N801 - the JGroups name
         kind = msg.get_header(self.id).type
         sender = msg.src
         if kind == ARE_YOU_ALIVE:
+            self.num_are_you_alive_received += 1
             if sender is not None:
                 rsp = Message(sender)
                 rsp.put_header(self.id, FdSimpleHeader(I_AM_ALIVE))
@@ -201,6 +203,7 @@ class FD_SIMPLE(Protocol):  # noqa: N801 - the JGroups name
         with self._lock:
             counters = {str(a): n for a, n in self.counters.items()}
         return {"num_are_you_alive_sent": self.num_are_you_alive_sent,
+                "num_are_you_alive_received": self.num_are_you_alive_received,
                 "num_i_am_alive_received": self.num_i_am_alive_received,
                 "num_suspect_events": self.num_suspect_events, "dropped_unknown_type": self.dropped_unknown_type,
                 "failed_msgs": self._guard.failed, "counters": counters}
