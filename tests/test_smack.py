@@ -218,9 +218,32 @@ def test_bad_seqnos_unknown_types_and_spoofed_acks_are_counted_and_dropped():
         a.tp.inject([smack_msg(b, MCAST, first + 1 + i, payload=b"h") for i in range(2, 99)])   # a gap at first+1
         assert len(a.top.messages) == 1 and a.prot.dump_stats()["windows"] == 1
         assert len(a.prot._windows[b].held) == 97              # held, at most window_size
+        assert a.prot.dump_stats()["held_bytes"] >= 97 * 256
         a.tp.inject([smack_msg(b, ACK, 12345, a.local_addr), smack_msg(b, ACK, -7, a.local_addr)])
         assert a.prot.counters["unexpected_acks"] == 2 and not a.prot.pending()
         assert a.prot.dump_stats()["failed_msgs"] == 0
+
+
+def test_held_messages_are_bounded_in_bytes_and_released_with_their_sender():
+    with stacks(1, max_held_bytes=64 << 10) as (a,):
+        a.connect()
+        p, q = UUID.random(), UUID.random()
+        a.tp.inject([smack_msg(p, MCAST, 1, payload=b"1"), smack_msg(q, MCAST, 1, payload=b"1")])
+        big = b"x" * 8000
+        a.tp.inject([smack_msg(p, MCAST, s, payload=big) for s in range(3, 40)])   # #2 never comes
+        held = a.prot.dump_stats()["held_bytes"]
+        assert 56 << 10 < held <= 64 << 10
+        dropped = a.prot.counters["dropped_held_limit"]
+        assert dropped > 0
+        assert [s.msg.get_header(18).seqno for s in sent_smack(a, ACK, p)][-1] < 39   # dropped ones: not acked
+        a.tp.inject([smack_msg(q, MCAST, 2, payload=big)])     # in order: delivered, never held
+        assert bytes(a.top.messages[-1].payload) == big
+        a.tp.inject([smack_msg(q, MCAST, 4, payload=big)])     # ahead of its turn: no room left
+        assert a.prot.counters["dropped_held_limit"] == dropped + 1
+        a.tp.inject([smack_msg(p, LEAVE)])
+        assert a.prot.dump_stats()["held_bytes"] == 0
+        a.tp.inject([smack_msg(q, MCAST, 4, payload=big)])
+        assert a.prot.dump_stats()["held_bytes"] > 0           # room again
 
 
 def test_strangers_cannot_grow_the_membership_beyond_max_members():

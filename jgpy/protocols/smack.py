@@ -20,8 +20,10 @@ Where jgpy deviates from 2.12, and why:
   removed from the membership, and the message is dropped. What we hold is thus bounded in time.
 * ``jgpy: max_members`` bounds the membership (everybody who sends an MCAST, ACK or JOIN_ANNOUNCEMENT becomes a member
   in 2.12, a spoofed sender too); ``jgpy: window_size`` bounds how far ahead of the next seqno a sender's MCAST may
-  be (further ones are dropped unacked: the sender sends them again) and so what is held per sender. 2.12 accepts
-  any seqno (and a first seqno of 2^40 makes its AckReceiverWindow fill a table up to it).
+  be (further ones are dropped unacked: the sender sends them again) and so what is held per sender;
+  ``jgpy: max_held_bytes`` bounds what all senders' windows hold together (a message that cannot be delivered yet is
+  dropped unacked when it would go beyond). 2.12 accepts any seqno (and a first seqno of 2^40 makes its
+  AckReceiverWindow fill a table up to it).
 * A seqno < 1 on an MCAST, and an unknown header type, are counted and dropped (2.12 passes a message with an
   unknown type up to the application).
 * We do not expect (or send) an ack from ourselves: 2.12 does, through loopback, which changes nothing on the wire.
@@ -44,10 +46,10 @@ from jgpy._core.headers import SmackHeader
 from jgpy._core.message import Message
 from jgpy._core.types import View, ViewId
 from jgpy.errors import ConfigError
-from jgpy.protocols.guard import MessageGuard
+from jgpy.protocols.guard import MessageGuard, retained_bytes
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.properties import Property, to_bool, to_int, to_longs
+from jgpy.stack.properties import Property, to_bool, to_int, to_longs, to_size
 from jgpy.stack.protocol import UP_HEADER, Protocol
 from jgpy.stack.timer import now_ms
 
@@ -59,8 +61,8 @@ OOB = Message.OOB
 #: 2.12 sleeps this long after multicasting its LEAVE_ANNOUNCEMENT (so that it leaves before the stack stops)
 LEAVE_LINGER_S = 0.1
 
-DROP_COUNTERS = ("dropped_bad_seqno", "dropped_beyond_window", "dropped_unknown_type", "dropped_member_limit",
-                 "duplicates", "unexpected_acks")
+DROP_COUNTERS = ("dropped_bad_seqno", "dropped_beyond_window", "dropped_held_limit", "dropped_unknown_type",
+                 "dropped_member_limit", "duplicates", "unexpected_acks")
 
 
 class _Pending:
@@ -76,15 +78,18 @@ class _Pending:
 
 
 class _ReceiveWindow:
-    """One sender's multicasts: ``next`` is the seqno to deliver next, ``held`` what arrived ahead of it (an OOB
-    message stays as ``None``: delivered already, only its turn is kept)."""
+    """One sender's multicasts: ``next`` is the seqno to deliver next, ``held`` what arrived ahead of it with what
+    holding it costs (an OOB message stays as ``None``: delivered already, only its turn is kept), ``held_bytes``
+    the sum of those costs."""
 
-    __slots__ = ("next", "held", "lock")
+    __slots__ = ("next", "held", "held_bytes", "lock", "closed")
 
     def __init__(self, first: int) -> None:
         self.next = first
-        self.held: dict[int, Message | None] = {}
+        self.held: dict[int, tuple[Message | None, int]] = {}
+        self.held_bytes = 0
         self.lock = threading.Lock()
+        self.closed = False                     # its sender was removed: what still comes here is dropped
 
 
 class SMACK(Protocol):
@@ -100,6 +105,8 @@ class SMACK(Protocol):
                            "strangers beyond that are dropped and counted")
     window_size = Property(to_int, 8192, "jgpy: an MCAST more than this many seqnos ahead of its sender's next is "
                            "dropped unacked (the sender resends it); bounds what is held per sender")
+    max_held_bytes = Property(to_size, 64 << 20, "jgpy: most bytes the receive windows of all senders hold together "
+                              "(messages waiting for an earlier one); a message beyond is dropped unacked")
 
     def __init__(self) -> None:
         super().__init__()
@@ -108,6 +115,8 @@ class SMACK(Protocol):
         self._members: tuple = ()                        # ordered, ourselves first; replaced whole
         self._vid = 1
         self._windows: dict[Any, _ReceiveWindow] = {}    # sender -> its window (members only)
+        self._held_lock = threading.Lock()
+        self._held_bytes = 0                             # what all windows hold (max_held_bytes)
         self._send_lock = threading.Lock()               # seqno and the pending table
         self._seqno = 1
         self._pending: dict[int, _Pending] = {}
@@ -128,6 +137,8 @@ class SMACK(Protocol):
         with self._send_lock:
             self._pending.clear()
         with self._view_lock:
+            for win in self._windows.values():
+                self._release_window(win)
             self._windows.clear()
             self._members = ()
 
@@ -242,6 +253,8 @@ class SMACK(Protocol):
                         return
                     win = self._windows[sender] = _ReceiveWindow(seqno)
         with win.lock:
+            if win.closed:
+                return
             if seqno >= win.next + self.window_size:
                 self.counters["dropped_beyond_window"] += 1
                 self._rl.warning("beyond-window", "%s: dropped an MCAST %d seqnos ahead of the next from %s",
@@ -250,7 +263,16 @@ class SMACK(Protocol):
             fresh = seqno >= win.next and seqno not in win.held
             oob = bool(msg.flags & OOB)
             if fresh:
-                win.held[seqno] = None if oob else msg
+                cost = 0
+                if seqno > win.next and not oob:              # held until the gap before it fills
+                    cost = retained_bytes([msg])
+                    if not self._reserve(cost):
+                        self.counters["dropped_held_limit"] += 1
+                        self._rl.warning("held-limit", "%s: the receive windows hold %d bytes (max_held_bytes): "
+                                         "dropped an MCAST from %s", self.me, self._held_bytes, sender)
+                        return
+                    win.held_bytes += cost
+                win.held[seqno] = (None if oob else msg, cost)
                 self.counters["received"] += 1
             else:
                 self.counters["duplicates"] += 1
@@ -260,13 +282,36 @@ class SMACK(Protocol):
                 self.up_prot.up_batch([msg])
             run = []
             held = win.held
+            freed = 0
             while win.next in held:
-                m = held.pop(win.next)
+                m, cost = held.pop(win.next)
+                freed += cost
                 win.next += 1
                 if m is not None:
                     run.append(m)
+            if freed:
+                win.held_bytes -= freed
+                self._release(freed)
             if run:
                 self.up_prot.up_batch(run)
+
+    def _reserve(self, n: int) -> bool:
+        with self._held_lock:
+            if self._held_bytes + n > self.max_held_bytes:
+                return False
+            self._held_bytes += n
+            return True
+
+    def _release(self, n: int) -> None:
+        with self._held_lock:
+            self._held_bytes -= n
+
+    def _release_window(self, win: _ReceiveWindow) -> None:
+        with win.lock:
+            n, win.held_bytes = win.held_bytes, 0
+            win.held.clear()
+            win.closed = True
+        self._release(n)
 
     def _ack(self, dest, seqno: int) -> None:
         m = Message(dest)
@@ -361,7 +406,9 @@ class SMACK(Protocol):
             if mbr not in self._members:
                 return
             self._members = tuple(m for m in self._members if m != mbr)
-            self._windows.pop(mbr, None)
+            win = self._windows.pop(mbr, None)
+            if win is not None:
+                self._release_window(win)
             with self._send_lock:
                 for seqno, p in list(self._pending.items()):
                     p.waiting.discard(mbr)
@@ -386,5 +433,5 @@ class SMACK(Protocol):
     def dump_stats(self) -> dict[str, Any]:
         with self._send_lock:
             pending = len(self._pending)
-        return dict(self.counters, failed_msgs=self._guard.failed, pending=pending,
+        return dict(self.counters, failed_msgs=self._guard.failed, pending=pending, held_bytes=self._held_bytes,
                     windows=len(self._windows), members=[str(m) for m in self._members])
