@@ -28,6 +28,10 @@ Where jgpy deviates from 2.12, and why:
   unknown type up to the application).
 * We do not expect (or send) an ack from ourselves: 2.12 does, through loopback, which changes nothing on the wire.
 * Own LEAVE_ANNOUNCEMENTs are ignored (2.12 removes itself from its own view when its leave loops back).
+* A sender's window is made once, under a lock, and delivers under its lock, so messages go up in seqno order.
+  2.12 makes it without a lock (two multicasts arriving together on two pool threads can make two windows, and
+  what the dropped one held is lost) and hands messages up from several threads in no fixed order. As in 2.12, a
+  multicast older than the one that made the window (reordered on the way) is taken for a duplicate.
 
 2.12's ``JChannel.connect(cluster)`` sends CONNECT_USE_FLUSH, which 2.12's SMACK ignores: its sender window is never
 made, so such a Java member cannot multicast (NullPointerException), announces nothing and fails on disconnect;
