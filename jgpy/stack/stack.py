@@ -79,6 +79,8 @@ PROTOCOLS: dict[str, str] = {
     "PEER_LOCK": "jgpy.protocols.peer_lock:PEER_LOCK",
     "CENTRAL_EXECUTOR": "jgpy.protocols.central_executor:CENTRAL_EXECUTOR",
     "ENCRYPT": "jgpy.protocols.encrypt:ENCRYPT",
+    "SMACK": "jgpy.protocols.smack:SMACK",
+    "FD_SIMPLE": "jgpy.protocols.fd_simple:FD_SIMPLE",
 }
 
 _ALIASES = {"org.jgroups.protocols." + k: k for k in PROTOCOLS}

@@ -328,7 +328,9 @@ public final class JgpyNode {
         Map<String,Object> st=cmd.get("state") != null ? Codec.toMap(cmd.get("state"), "state") : null;
         Object stateResult=null;
         try {
-            if(st == null)
+            if(st == null && cmd.get("use_flush") != null)    // JChannel.connect(cluster, useFlushIfPresent)
+                ch.connect(cluster, Codec.toBool(cmd.get("use_flush"), "use_flush"));
+            else if(st == null)
                 ch.connect(cluster);
             else {                          // JChannel.connect(cluster, target, state_id, timeout): one flush for both
                 Object to=st.get("timeout");
