@@ -247,10 +247,17 @@ def mergefast_cluster():
 @pytest.mark.slow
 @pytest.mark.parametrize("kinds", ["JpJp", "pJpJ", "JppJ"], ids=["java-coords", "jgpy-coords", "one-of-each"])
 def test_partition_and_merge_with_mergefast(mergefast_cluster, kinds):
-    c = mergefast_cluster(kinds)
+    """``kinds``: the four members that are split in halves (the first two, the last two), each half's first one its
+    coordinator. The cluster is formed by a jgpy coordinator that leaves before the split: a Java coordinator whose
+    view changes merges with its own previous view (2.12's MERGEFAST compares the view of its own VIEW multicast,
+    come back to it, with the view that multicast installed, and sends MERGE up with a single view), which leaves
+    the joining member out (reproduced: a 4-member cluster formed by a Java coordinator kept a joiner outside)."""
+    c = mergefast_cluster("p" + kinds)
     c.start()
     assert c.agree(c.members, 30), {m.name: m.view_names() for m in c.members}
-    assert all("MERGEFAST" in m.stats() or m.kind == "java" for m in c.members)
+    founder = c.members.pop(0)
+    founder.close()
+    assert c.agree(c.members, 30), {m.name: m.view_names() for m in c.members}
     sides = [c.members[:2], c.members[2:]]
     c.partition(sides)
     for side in sides:
@@ -259,6 +266,5 @@ def test_partition_and_merge_with_mergefast(mergefast_cluster, kinds):
     c.heal()
     assert c.agree(c.members, 90), f"no merge after healing: {({m.name: m.view_names() for m in c.members})}"
     assert all(len(merge_views(m)) > before[m.name] for m in c.members)
-    coords = [m for m in (sides[0][0], sides[1][0]) if m.kind == "jgpy"]
-    for m in coords:                                     # a jgpy coordinator attached its view
+    for m in (side[0] for side in sides if side[0].kind == "jgpy"):     # a jgpy coordinator attached its view
         assert m.stats()["MERGEFAST"]["headers_sent"] > 0, m.stats()["MERGEFAST"]
