@@ -14,8 +14,13 @@ from jgpy._core.address import (Address, AdditionalDataUUID, IpAddress, PayloadU
 from jgpy._core.types import Digest, JoinRsp, MergeId, MergeView, PingData, Range, View, ViewId
 from jgpy._core.message import Message
 from jgpy import headers
-from jgpy._core.jg212 import DIALECT, Datagram, JavaObject, object_from_buffer, object_to_buffer
+from jgpy._core.jg212 import (DIALECT, Datagram, JavaObject, object_from_buffer, object_to_buffer,
+                              set_embedded_object_reader as _set_embedded_object_reader)
+from jgpy.javaser import read_embedded_object as _read_embedded_object
 from jgpy.stack.config import set_system_property
+
+# the core reads Java object streams inside headers (Util.objectFromStream: PullHeader) through this bounded reader
+_set_embedded_object_reader(_read_embedded_object)
 
 
 if TYPE_CHECKING:     # what the lazy imports below give, for type checkers

@@ -663,6 +663,16 @@ def _to_address(obj: JavaObject) -> Any:
     return obj
 
 
+def read_embedded_object(data: bytes) -> tuple[Any, int]:
+    """``(object, bytes read)``: the object stream at the start of ``data`` (a stream header, then one object), as
+    a ``new ObjectInputStream(in).readObject()`` in the middle of other data reads it (2.12's
+    ``Util.objectFromStream`` in a header). Bounded as every reader here: nothing past ``data``, :data:`MAX_DEPTH`
+    levels of nesting; what it cannot read raises :class:`JavaSerializationError`."""
+    inp = ObjectInput.from_bytes(data)
+    obj = inp.read_object()
+    return obj, len(data) - inp.remaining
+
+
 def read_state_request(read: Callable[[int], bytes], max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str | None, Any]:
     """``(state_id, requester address)`` from a STREAMING_STATE_TRANSFER state socket, as the provider's
     ``ObjectInputStream`` reads them; the address is a jgpy UUID for JGroups UUIDs, else a
@@ -676,4 +686,5 @@ def read_state_request(read: Callable[[int], bytes], max_bytes: int = DEFAULT_MA
 
 
 __all__ = ["ClassDesc", "JavaArray", "JavaEnum", "JavaObject", "JavaSerializationError", "ObjectInput",
-           "ObjectOutput", "decode_modified_utf8", "modified_utf8", "read_state_request", "state_request_bytes"]
+           "ObjectOutput", "decode_modified_utf8", "modified_utf8", "read_embedded_object", "read_state_request",
+           "state_request_bytes"]

@@ -151,6 +151,37 @@ java_objects = st.one_of(
 )
 
 
+
+
+def _object_stream(value) -> bytes:
+    """A Java object stream (``ObjectOutputStream``) holding a String or a JGroups UUID."""
+    from jgpy.javaser import ObjectOutput
+    out = ObjectOutput()
+    if isinstance(value, UUID):
+        out.write_uuid(value)
+    else:
+        out.write_string(value)
+    return out.getvalue()
+
+
+# Util.objectToStream's values (a PullHeader's identifier): what reads back as written (a Streamable jgpy reads
+# amid other data, a Serializable as its object stream), null as None
+stream_objects = st.none() | st.one_of(
+    st.builds(JavaObject, st.just("Boolean"), st.booleans()),
+    st.builds(JavaObject, st.just("Byte"), i8),
+    st.builds(JavaObject, st.just("Short"), i16),
+    st.builds(JavaObject, st.just("Integer"), i32),
+    st.builds(JavaObject, st.just("Long"), i64),
+    st.builds(JavaObject, st.just("Character"), st.characters(max_codepoint=0xFFFF)),
+    st.builds(JavaObject, st.just("Double"), st.floats(allow_nan=False)),
+    st.builds(JavaObject, st.just("Float"), st.floats(width=32, allow_nan=False)),
+    st.builds(JavaObject, st.just("String"), jtext),
+    st.builds(JavaObject, st.just("byte[]"), small_bytes),
+    st.builds(JavaObject, st.just("Serializable"), (jtext | plain_uuids).map(_object_stream)),
+    st.builds(JavaObject, st.just("Streamable"), views | view_ids | digests() | plain_uuids),
+)
+
+
 # ---- values of every header class of the dialect spec, derived from the spec (a new entry is covered at once) ----
 
 _DATA_VALUES = {"Range": ranges, "PingData": ping_datas, "ViewId": view_ids, "Digest": digests(), "JoinRsp": join_rsps,
@@ -163,7 +194,7 @@ def wire_values(w):
     simple = {ws.BYTE: i8, ws.SHORT: i16, ws.USHORT: u16, ws.INT: i32, ws.LONG: i64, ws.BOOL: st.booleans(),
               ws.UTF: jtext, ws.STRING: opt_text, ws.BYTE_BUFFER: st.none() | small_bytes,
               ws.OPT_SHORT_BYTES: opt_extra, ws.ADDRESS: opt_addr, ws.VIEW: opt_view, ws.GMS_VIEW: opt_view,
-              ws.SYNC_VIEW: opt_view}
+              ws.SYNC_VIEW: opt_view, ws.JAVA_OBJECT: stream_objects}
     if w in simple:
         return simple[w]
     if isinstance(w, ws.Opt):                    # a View in an Opt is read back as a plain View

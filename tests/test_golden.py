@@ -20,7 +20,7 @@ from jgpy import (DIALECT, AdditionalDataUUID, Digest, IpAddress, JavaObject, Jo
 from jgpy.headers import (AuthHeader, BlocksMuxHeader, CompressHeader, CoordAnnouncement, DaisyHeader, EncryptHeader,
                           FcHeader, FdHeader, FdSimpleHeader, FdSockHeader, FlushHeader, FragHeader, GmsHeader,
                           HeartbeatHeader, MergefastHeader, MultiDestinationHeader, MuxHeader, NakAckHeader, PingHeader,
-                          PrioHeader, RelayHeader, RequestCorrelatorHeader, ScopeHeader, SequencerHeader, SfcHeader,
+                          PrioHeader, PullHeader, RelayHeader, RequestCorrelatorHeader, ScopeHeader, SequencerHeader, SfcHeader,
                           SmackHeader, StableHeader, StateHeader, StompHeader, StreamingStateHeader, TpHeader,
                           Unicast2Header, UnicastHeader, VerifyHeader, ViewSyncHeader)
 from jgpy.protocols.encrypt_keys import key_version
@@ -129,6 +129,23 @@ SAMPLES: list[tuple[str, object]] = [
     (None, StompHeader(0, [("destination", "/topic/\u00e9")])), (None, StompHeader(1, [("endpoint", "127.0.0.1:8787")])),
     (None, StompHeader(1, None)),
     (None, PrioHeader(0)), (None, PrioHeader(-128)), (None, PrioHeader(127)),
+    # blocks.PullPushAdapter: an identifier as Util.objectToStream writes it (the Serializables: streams the JVM wrote)
+    (None, PullHeader(None)), (None, PullHeader(JavaObject("Integer", 42))), (None, PullHeader(JavaObject("Short", -7))),
+    (None, PullHeader(JavaObject("String", "id-\u00e9\U0001f600\x00"))), (None, PullHeader(JavaObject("String", ""))),
+    (None, PullHeader(JavaObject("Long", -(1 << 40)))), (None, PullHeader(JavaObject("Boolean", True))),
+    (None, PullHeader(JavaObject("Byte", -128))), (None, PullHeader(JavaObject("Character", "\u20ac"))),
+    (None, PullHeader(JavaObject("Double", math.pi))), (None, PullHeader(JavaObject("Float", -0.25))),
+    (None, PullHeader(JavaObject("byte[]", bytes(range(20))))), (None, PullHeader(JavaObject("byte[]", b""))),
+    (None, PullHeader(JavaObject("Streamable", ViewId(A, 3)))), (None, PullHeader(JavaObject("Streamable", V1))),
+    (None, PullHeader(JavaObject("Streamable", MV))), (None, PullHeader(JavaObject("Streamable", A))),
+    *[(None, PullHeader(JavaObject("Serializable", bytes.fromhex(h)))) for h in (
+        # new ArrayList<String>(Arrays.asList("a", "b")), new Date(1234567890123L), new int[]{1, 2, 3}, TimeUnit.SECONDS
+        "aced0005737200136a6176612e7574696c2e41727261794c6973747881d21d99c7619d03000149000473697a6578700000000277"
+        "0400000002740001617400016278",
+        "aced00057372000e6a6176612e7574696c2e44617465686a81014b597419030000787077080000011f71fb04cb78",
+        "aced0005757200025b494dba602676eab2a5020000787000000003000000010000000200000003",
+        "aced00057e72001d6a6176612e7574696c2e636f6e63757272656e742e54696d65556e697400000000000000001200007872000e6a61"
+        "76612e6c616e672e456e756d000000000000000012000078707400075345434f4e4453")],
 ]
 
 

@@ -99,8 +99,8 @@ class ProcCluster:
         return [m.name for m in (members or self.members)]
 
     def agree(self, members, timeout: float) -> bool:
-        want = sorted(self.names(members))
-        return wait_all(lambda: all(sorted(m.view_names()) == want for m in members)
+        want = sorted(self.names(members))       # (a name a Java member has not learned yet is None: not agreed)
+        return wait_all(lambda: all(sorted(m.view_names(), key=str) == want for m in members)
                         and len({m.view_id() for m in members}) == 1, timeout)
 
     def settle(self, quiet: float, timeout: float) -> bool:

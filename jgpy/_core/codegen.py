@@ -89,6 +89,8 @@ def read_expr(w: ws.Wire, label: str) -> str:
         return f"read_{w.cls.c_name}_body(r)"
     if isinstance(w, (ws.ListOf, ws.Tagged)):
         return f"read_{w.name}(r)"
+    if w.kind == "java_object":
+        return "read_java_object(r)"
     if isinstance(w, ws.Struct):
         return "(" + ", ".join(read_expr(f.wire, label) for f in w.fields) + ",)"
     raise ValueError(f"no reader for {w!r}")
@@ -127,6 +129,8 @@ def write_stmts(w: ws.Wire, v: str, label: str) -> list[str]:
         return [f"write_{w.cls.c_name}_body(w, <{w.cls.name}?>{v})"]
     if isinstance(w, (ws.ListOf, ws.Tagged)):
         return [f"write_{w.name}(w, {v})"]
+    if w.kind == "java_object":
+        return [f"write_java_object(w, {v})"]
     raise ValueError(f"no writer for {w!r}")
 
 
@@ -319,7 +323,8 @@ _PY_TYPES = {"byte": "int", "short": "int", "ushort": "int", "int": "int", "long
              "utf": "str", "string": "str | None", "byte_buffer": "bytes | None", "short_bytes": "bytes | None",
              "opt_short_bytes": "bytes | None", "address": "Address | None", "view": "View | None",
              "gms_view": "View | None", "sync_view": "View | None", "int_bytes": "bytes | None",
-             "opt_struct": "tuple[Any, ...] | None", "flagged_view": "View", "ip_bytes": "bytes"}
+             "opt_struct": "tuple[Any, ...] | None", "flagged_view": "View", "ip_bytes": "bytes",
+             "java_object": "Any"}
 
 
 def py_type(w: ws.Wire, arg: bool = False) -> str:

@@ -21,7 +21,7 @@ left can hold it, and the one nesting on the wire (MergeView subgroups) is bound
 protocol id that does not use its class: see :data:`HEADER_MAGICS`), the code says so.
 """
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_SIZE
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
 from libc.string cimport memset
@@ -1294,21 +1294,27 @@ def object_to_buffer(obj):
     char: use bytes for anything that is not Latin-1), bytes -> byte[]; jgpy Streamables (View,
     Digest, Message, ...) -> Streamable. Use :class:`JavaObject` to choose the Java type.
     """
+    jtype, value = java_type_of(obj)
+    return _typed_to_buffer(jtype, value)
+
+
+cpdef tuple java_type_of(obj):
+    """``(Java type, value)``: a :class:`JavaObject`'s, or a plain value boxed as Java would box it."""
     if isinstance(obj, JavaObject):
-        return _typed_to_buffer(obj.type, obj.value)
+        return obj.type, obj.value
     if obj is None:
-        return bytes([TAG_NULL])
+        return "null", None
     if isinstance(obj, bool):
-        return bytes([TAG_BOOLEAN, 1 if obj else 0])
+        return "Boolean", obj
     if isinstance(obj, int):
-        return _typed_to_buffer("Integer" if -(1 << 31) <= obj < (1 << 31) else "Long", obj)
+        return ("Integer" if -(1 << 31) <= obj < (1 << 31) else "Long"), obj
     if isinstance(obj, float):
-        return _typed_to_buffer("Double", obj)
+        return "Double", obj
     if isinstance(obj, str):
-        return _typed_to_buffer("String", obj)
+        return "String", obj
     if isinstance(obj, (bytes, bytearray, memoryview)):
-        return bytes([TAG_BYTEARRAY]) + bytes(obj)
-    return _typed_to_buffer("Streamable", obj)
+        return "byte[]", obj
+    return "Streamable", obj
 
 
 cdef bytes _typed_to_buffer(str jtype, value):
@@ -1430,6 +1436,142 @@ cdef object _read_generic_streamable(Reader r):
     if cls == "org.jgroups.View":
         return read_view_body(r, False, 0)
     return (cls, r.take(r._end - r._pos, b"Streamable.body"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Util.objectToStream / Util.objectFromStream: a value inside a header (PullPushAdapter's PullHeader)
+# ---------------------------------------------------------------------------------------------
+
+#: ``reader(data) -> (object, bytes read)``: the Java object stream at the start of ``data``; jgpy installs
+#: jgpy.javaser.read_embedded_object (bounded in nesting and length) when it is imported: the core imports nothing
+#: above it, so it reads Java serialization through this hook only
+cdef object _embedded_object_reader = None
+
+
+def set_embedded_object_reader(reader):
+    """Install the reader of Java object streams embedded in headers (``reader(data) -> (object, bytes read)``)."""
+    global _embedded_object_reader
+    _embedded_object_reader = reader
+
+
+def embedded_object_reader():
+    """The installed reader of Java object streams (None: none yet)."""
+    return _embedded_object_reader
+
+
+cdef tuple _read_embedded_stream(Reader r, const char* field):
+    """``(object, its bytes)``: the object stream (header and one object) at the reader's position."""
+    cdef Py_ssize_t start = r._pos
+    if _embedded_object_reader is None:
+        r.fail("no reader of Java object streams is installed", field, start)
+    data = PyBytes_FromStringAndSize(<const char*>r._data + start, r._end - start)
+    try:
+        obj, n = _embedded_object_reader(data)
+    except Exception as e:       # JavaSerializationError, or anything else the reader failed on: the datagram's
+        r.fail(f"not a Java object stream jgpy reads: {e}", field, start)     # error, never the receive thread's
+    if not 0 < n <= len(data):
+        r.fail(f"the object stream reader claims {n} bytes", field, start)
+    r.skip(n, field)
+    return obj, data[:n]
+
+
+cdef object read_java_object(Reader r):
+    """``Util.objectFromStream``: a type tag, then the value, read into a :class:`JavaObject` (None for null)."""
+    cdef Py_ssize_t start = r._pos
+    cdef int tag = r.byte(b"object.tag")
+    cdef int32_t n
+    if tag == TAG_NULL:
+        return None
+    if tag == TAG_BOOLEAN:
+        return JavaObject("Boolean", r.boolean(b"object.value"))
+    if tag == TAG_BYTE:
+        return JavaObject("Byte", r.byte(b"object.value"))
+    if tag == TAG_CHAR:
+        return JavaObject("Character", chr(r.ushort(b"object.value")))
+    if tag == TAG_DOUBLE:
+        return JavaObject("Double", r.float64(b"object.value"))
+    if tag == TAG_FLOAT:
+        return JavaObject("Float", r.float32(b"object.value"))
+    if tag == TAG_INT:
+        return JavaObject("Integer", r.int32(b"object.value"))
+    if tag == TAG_LONG:
+        return JavaObject("Long", r.int64(b"object.value"))
+    if tag == TAG_SHORT:
+        return JavaObject("Short", r.short(b"object.value"))
+    if tag == TAG_STRING:
+        if not r.boolean(b"object.long_string"):
+            return JavaObject("String", r.utf(b"object.value"))
+        obj, raw = _read_embedded_stream(r, b"object.value")     # longer than Short.MAX_VALUE chars: serialized
+        return JavaObject("String", obj) if isinstance(obj, str) else JavaObject("Serializable", raw)
+    if tag == TAG_BYTEARRAY:
+        n = r.int32(b"object.length")
+        return JavaObject("byte[]", r.take(n, b"object.value"))
+    if tag == TAG_SERIALIZABLE:
+        return JavaObject("Serializable", _read_embedded_stream(r, b"object.value")[1])
+    if tag == TAG_STREAMABLE:
+        return JavaObject("Streamable", _read_streamable_in_stream(r))
+    r.fail(f"type {tag} is invalid", b"object.tag", start)
+
+
+cdef object _read_streamable_in_stream(Reader r):
+    """``Util.readGenericStreamable`` amid other data: only classes whose end jgpy knows (not a Message: it would
+    nest headers in headers without a bound)."""
+    cdef Py_ssize_t start = r._pos
+    if r.ubyte(b"Streamable.present") == 0:
+        return None
+    if r.boolean(b"Streamable.use_magic"):
+        magic = r.short(b"Streamable.magic")
+        if magic == MAGIC_VIEW:
+            return read_view_body(r, False, 0)
+        if magic == MAGIC_VIEWID:
+            return read_view_id_body(r)
+        if magic == MAGIC_DIGEST:
+            return read_digest_body(r)
+        if magic == MAGIC_JOINRSP:
+            return read_join_rsp_body(r)
+        if magic == MAGIC_PINGDATA:
+            return read_ping_data_body(r)
+        if magic == MAGIC_UUID:
+            return read_uuid_body(r)
+        if magic == MAGIC_IPADDRESS:
+            return read_ip_body(r)
+        r.fail(f"a Streamable of magic {magic} inside a header: jgpy does not read it", b"Streamable.magic", start)
+    cls = r.utf(b"Streamable.classname")
+    if cls == "org.jgroups.MergeView":
+        return read_view_body(r, True, 0)
+    if cls == "org.jgroups.View":
+        return read_view_body(r, False, 0)
+    r.fail(f"a Streamable of class {cls} inside a header: jgpy does not read it", b"Streamable.classname", start)
+
+
+cdef int write_java_object(Writer w, object v) except -1:
+    """``Util.objectToStream``: plain values boxed as :func:`object_to_buffer` boxes them."""
+    cdef bytes b
+    jtype, value = java_type_of(v)
+    if jtype == "String":
+        s = str(value)
+        if len(s.encode("utf-16-le", "surrogatepass")) // 2 <= 32767:
+            w.byte(TAG_STRING)
+            w.boolean(False)
+            return w.utf(s)
+        w.byte(TAG_STRING)              # a long one: an object stream holding the String (TC_STRING only)
+        w.boolean(True)
+        w.raw(<const unsigned char*>b"\xac\xed\x00\x05\x74", 5)
+        return w.utf(s)
+    if jtype == "byte[]":
+        b = bytes(value)
+        w.byte(TAG_BYTEARRAY)
+        w.int32(len(b))
+        return w.buffer(b, 0, len(b))
+    if jtype == "Serializable":
+        w.byte(TAG_SERIALIZABLE)
+        b = bytes(value)
+        return w.buffer(b, 0, len(b))
+    if jtype == "Streamable" and value is None:      # (objectToStream writes null as TYPE_NULL; this reads back)
+        w.byte(TAG_STREAMABLE)
+        return w.byte(0)
+    b = _typed_to_buffer(jtype, value)     # the tag, then the value: the same bytes as objectToByteBuffer's
+    return w.buffer(b, 0, len(b))
 
 
 # ---------------------------------------------------------------------------------------------

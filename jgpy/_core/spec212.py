@@ -14,8 +14,8 @@ the jar's magic map; a class of a custom protocol takes a magic > 1024 and its p
 from __future__ import annotations
 
 from .wirespec import (ADDRESS, BOOL, BYTE, BYTE_BUFFER, GMS_VIEW, INT, INT_BYTES, LONG, OPT_SHORT_BYTES, SHORT, SHORT_BYTES,
-                       STRING, SYNC_VIEW, USHORT, UTF, VIEW, DataClass, F, ForeignClass, HeaderClass, IP_BYTES, flagged_view,
-                       list_of, opt, opt_struct, struct, tagged, when)
+                       STRING, SYNC_VIEW, USHORT, UTF, VIEW, DataClass, F, ForeignClass, HeaderClass, IP_BYTES, JAVA_OBJECT,
+                       flagged_view, list_of, opt, opt_struct, struct, tagged, when)
 
 NAME = "jgroups-2.12"
 VERSION = 0x1302                     # 2.12.2: (2 << 11) + (12 << 6) + 2
@@ -356,6 +356,10 @@ HEADERS = (
                 )),
     HeaderClass("MergefastHeader", 70, "protocols.MERGEFAST$MergefastHeader", ("MERGEFAST",),
                 doc="MERGEFAST: the coordinator's view", fields=(F("view", VIEW),)),
+    HeaderClass("PullHeader", 66, "blocks.PullPushAdapter$PullHeader", ("blocks.PullPushAdapter",),
+                doc="blocks.PullPushAdapter: the identifier of the listener a message is for (any Serializable, "
+                    "Util.objectToStream); Java's size() is 12 without one, else 64 whatever it is",
+                java_size=(12, 64), fields=(F("identifier", JAVA_OBJECT),)),
     HeaderClass("BlocksMuxHeader", 75, "blocks.mux.MuxHeader", ("blocks.mux.MuxRequestCorrelator",),
                 doc="blocks.mux: the id of the multiplexed handler", fields=(F("id", SHORT, 0),)),
     HeaderClass("DaisyHeader", 76, "protocols.DAISYCHAIN$DaisyHeader", ("DAISYCHAIN",),
@@ -422,7 +426,6 @@ FOREIGN_CLASSES = (
     ForeignClass(34, "Address"),
     ForeignClass(38, "java.util.Vector"),
     ForeignClass(41, "java.util.Hashtable"),
-    ForeignClass(66, "blocks.PullPushAdapter$PullHeader", ("blocks.PullPushAdapter",)),
     ForeignClass(86, "protocols.Executing$Request"),
     ForeignClass(87, "blocks.executor.ExecutionService$RunnableAdapter"),
     ForeignClass(88, "blocks.executor.Executions$StreamableCallable"),

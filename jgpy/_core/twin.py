@@ -149,6 +149,8 @@ class Twin:
                 self.write(w, f.wire, x)
         elif isinstance(t, ws.ListOf):
             self.write_list(w, t, v)
+        elif k == "java_object":
+            self.write_java_object(w, v)
         elif isinstance(t, ws.Tagged):
             if v is None:
                 raise WireFormatError("no value to write (Java cannot write a null one)", t.name)
@@ -300,6 +302,8 @@ class Twin:
             if n < 0 or (n == 0 and t.none == 0):
                 return None
             return tuple(self.read(r, t.elem, depth) for _ in range(n))
+        if k == "java_object":
+            return self.read_java_object(r)
         if isinstance(t, ws.Tagged):
             start = r.pos
             tag = r.read_string(f"{t.name}.class")
@@ -308,6 +312,105 @@ class Twin:
             body = t.body_wire(tag)
             return tag, (self.read(r, body, depth) if body is not None else None)
         raise ValueError(f"no reader for {t!r}")
+
+    # ---- Util.objectToStream / objectFromStream ----
+
+    _FIXED = {"Byte": (11, "write_byte", "read_byte"), "Short": (17, "write_short", "read_short"),
+              "Integer": (15, "write_int", "read_int"), "Long": (16, "write_long", "read_long"),
+              "Float": (14, "write_float", "read_float"), "Double": (13, "write_double", "read_double"),
+              "Boolean": (10, "write_bool", "read_bool")}
+
+    def write_java_object(self, w: Writer, v) -> None:
+        jg = importlib.import_module("jgpy._core.jg212")
+        jtype, value = jg.java_type_of(v)
+        if jtype in self._FIXED:
+            tag, writer, _ = self._FIXED[jtype]
+            w.write_byte(tag)
+            getattr(w, writer)(value)
+        elif jtype == "null":
+            w.write_byte(0)
+        elif jtype == "Character":
+            w.write_byte(12)
+            w.write_short(ord(value) if isinstance(value, str) else int(value))
+        elif jtype == "String":
+            w.write_byte(18)
+            w.write_bool(jlen(value) > 32767)
+            if jlen(value) > 32767:              # a Java object stream holding the String (TC_STRING)
+                w.write_bytes(b"\xac\xed\x00\x05\x74")
+            w.write_utf(value)
+        elif jtype == "byte[]":
+            w.write_byte(19)
+            w.write_int(len(value))
+            w.write_bytes(bytes(value))
+        elif jtype == "Serializable":
+            w.write_byte(2)
+            w.write_bytes(bytes(value))
+        elif value is None:                      # a null Streamable
+            w.write_byte(1)
+            w.write_byte(0)
+        else:                                    # writeGenericStreamable: as objectToByteBuffer writes it
+            w.write_bytes(jg.object_to_buffer(jg.JavaObject("Streamable", value)))
+
+    def read_java_object(self, r: Reader):
+        jg = importlib.import_module("jgpy._core.jg212")
+        start = r.pos
+        tag = r.read_byte("object.tag")
+        by_tag = {t: (name, reader) for name, (t, _, reader) in self._FIXED.items()}
+        if tag == 0:
+            return None
+        if tag in by_tag:
+            name, reader = by_tag[tag]
+            return jg.JavaObject(name, getattr(r, reader)("object.value"))
+        if tag == 12:
+            return jg.JavaObject("Character", chr(r.read_ushort("object.value")))
+        if tag == 18:
+            if not r.read_bool("object.long_string"):
+                return jg.JavaObject("String", r.read_utf("object.value"))
+            obj, raw = self.read_embedded(r, jg)
+            return jg.JavaObject("String", obj) if isinstance(obj, str) else jg.JavaObject("Serializable", raw)
+        if tag == 19:
+            return jg.JavaObject("byte[]", r.read_bytes(r.read_int("object.length"), "object.value"))
+        if tag == 2:
+            return jg.JavaObject("Serializable", self.read_embedded(r, jg)[1])
+        if tag == 1:
+            return jg.JavaObject("Streamable", self.read_streamable(r))
+        raise WireFormatError(f"type {tag} is invalid", "object.tag", start)
+
+    @staticmethod
+    def read_embedded(r: Reader, jg) -> tuple[Any, bytes]:
+        """An object stream (its header and one object) amid other data: ``(object, its bytes)``."""
+        start = r.pos
+        reader = jg.embedded_object_reader()
+        if reader is None:
+            raise WireFormatError("no reader of Java object streams is installed", "object.value", start)
+        data = r.peek_rest()
+        try:
+            obj, n = reader(data)
+        except Exception as e:  # noqa: BLE001 - whatever the reader failed on fails the value
+            raise WireFormatError(f"not a Java object stream jgpy reads: {e}", "object.value", start) from None
+        r.skip_bytes(n, "object.value")
+        return obj, data[:n]
+
+    def read_streamable(self, r: Reader):
+        """``Util.readGenericStreamable`` amid other data: the classes whose end jgpy knows, no Message."""
+        start = r.pos
+        if r.read_ubyte("Streamable.present") == 0:
+            return None
+        if r.read_bool("Streamable.use_magic"):
+            magic = r.read_short("Streamable.magic")
+            c = next((c for c in self.spec.DATA_CLASSES if c.magic == magic and c.name in self.STREAMABLES), None)
+            if c is None:
+                raise WireFormatError(f"a Streamable of magic {magic} inside a header: jgpy does not read it",
+                                      "Streamable.magic", start)
+            return self.read_body(r, c, 0)
+        cls = r.read_utf("Streamable.classname")
+        if cls not in ("org.jgroups.MergeView", "org.jgroups.View"):
+            raise WireFormatError(f"a Streamable of class {cls} inside a header: jgpy does not read it",
+                                  "Streamable.classname", start)
+        return self.read_body(r, self.by_name["View"], 0, merge=cls == "org.jgroups.MergeView")
+
+    #: the data classes a Streamable inside a header may be (jg212's _read_streamable_in_stream)
+    STREAMABLES = ("View", "ViewId", "Digest", "JoinRsp", "PingData", "UUID", "IpAddress")
 
     def read_address(self, r: Reader):
         flags = r.read_ubyte("Address.flags")
@@ -349,6 +452,9 @@ class Twin:
         type_value = hdr.type if h.types else None
         if h.java_size == "encoded":
             return len(self.encode_header(hdr))
+        if isinstance(h.java_size, tuple):
+            if_null, otherwise = h.java_size
+            return if_null if all(getattr(hdr, f.name) is None for f in h.all_fields) else otherwise
         if h.java_size is not None:
             names = {v: k for k, v in h.types.items()}
             return h.java_size.get(names.get(type_value), h.java_size[None])

@@ -206,6 +206,10 @@ cdef class Reader:
     def skip_bytes(self, Py_ssize_t n, str field=None):
         self.skip(n, _cfield(field))
 
+    def peek_rest(self):
+        """The bytes not read yet, without reading them."""
+        return PyBytes_FromStringAndSize(<const char*>self._data + self._pos, self._end - self._pos)
+
 
 cdef const char* _cfield(str field) except? NULL:
     if field is None:

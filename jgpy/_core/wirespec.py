@@ -36,6 +36,10 @@ Wire types (``Wire.kind``), with Java's writer:
 ``ip_bytes``       an address length byte (4 or 16), then the address (IpAddress, hand-written)
 ``tagged``         a class name (``Util.writeString``) that chooses the body after it (``Util.writeAuthToken``:
                    the token's class name, then its ``writeTo``); see :class:`Tagged`
+``java_object``    ``Util.objectToStream``: a type byte, then the value (primitives as DataOutput writes them, a
+                   String as a boolean and ``writeUTF``, a byte[] with an int length, a Streamable as
+                   ``writeGenericStreamable``, anything else as a Java object stream); read into a ``JavaObject``
+                   (null: None), hand-written in ``jg212.pyx`` (``read_java_object``/``write_java_object``)
 =================  ====================================================================================
 """
 
@@ -81,6 +85,7 @@ VIEW = Wire("view", min_size=1)
 GMS_VIEW = Wire("gms_view", min_size=2)
 SYNC_VIEW = Wire("sync_view", min_size=2)
 IP_BYTES = Wire("ip_bytes", min_size=5)
+JAVA_OBJECT = Wire("java_object", min_size=1)
 
 PRIMITIVES = (BYTE, SHORT, USHORT, INT, LONG, BOOL)
 
@@ -244,7 +249,7 @@ class HeaderClass:
     """A header class: fields in wire order, type constants, Java class (``org.jgroups.`` dropped), magic number,
     the protocols that file it under their own id, and Java's ``size()`` where the sum of the fields' sizes is not
     it (``java_size``: ``{type name: size}``, ``None`` for every other type; ``"encoded"``: the encoded length, as
-    ``Util.sizeOf(Streamable)`` computes it).
+    ``Util.sizeOf(Streamable)`` computes it; ``(n, m)``: n when every field is null, else m).
 
     ``base``: the header class it extends (its fields come first). ``extra``: Cython source pasted into the class
     (helper constructors), ``extra_stub``: their signatures for the class's type stub. ``closed``: a ``type`` that is
@@ -260,7 +265,7 @@ class HeaderClass:
     doc: str
     types: dict[str, int] = field(default_factory=dict)
     base: "HeaderClass | None" = None
-    java_size: dict | str | None = None
+    java_size: dict | str | tuple | None = None
     extra: str = ""
     extra_stub: str = ""
     closed: bool = False

@@ -51,6 +51,7 @@ PROTOCOLS: dict[str, str] = {
     "JMS": "jgpy.protocols.jms:JMS",
     "MERGE2": "jgpy.protocols.merge2:MERGE2",
     "MERGE3": "jgpy.protocols.merge3:MERGE3",
+    "MERGEFAST": "jgpy.protocols.mergefast:MERGEFAST",
     "FD_SOCK": "jgpy.protocols.fd_sock:FD_SOCK",
     "FD_ALL": "jgpy.protocols.fd_all:FD_ALL",
     "VERIFY_SUSPECT": "jgpy.protocols.verify_suspect:VERIFY_SUSPECT",

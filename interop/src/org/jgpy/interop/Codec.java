@@ -60,7 +60,8 @@ final class Codec {
             VIEW, VIEWID, DIGEST, JOINRSP, MERGEID, PINGDATA, RANGE, VIEWS, PAYLOAD, AUTHTOKEN,
             ENUM,      // a Java enum field as its ordinal
             STRMAP,    // a Map<String,String> as [[key, value], ...] (the given order)
-            SERVICEINFO}   // mux.ServiceInfo as [type, service, host, state (hex)]
+            SERVICEINFO,   // mux.ServiceInfo as [type, service, host, state (hex)]
+            JOBJECT}       // an Object written with Util.objectToStream, as a JavaObject (null: null)
 
     static final class F {
         final String json, java; final T t; final Class<?> coll;
@@ -164,6 +165,7 @@ final class Codec {
         reg("protocols.RELAY$RelayHeader", f("type", T.ENUM), f("original_sender", T.ADDR));
         reg("protocols.STOMP$StompHeader", f("type", T.ENUM), f("headers", T.STRMAP));
         reg("protocols.PrioHeader", f("priority", T.BYTE));
+        reg("blocks.PullPushAdapter$PullHeader", f("identifier", T.JOBJECT));
     }
 
     // ------------------------------------------------------------------ reflection helpers
@@ -439,6 +441,7 @@ final class Codec {
                 return b == null ? null : Util.objectFromByteBuffer(b);
             }
             case AUTHTOKEN: return buildAuthToken(j, what);
+            case JOBJECT: return j == null ? null : buildJavaObject(j);
             case STRMAP: {   // null: empty (StompHeader's map is never null; jgpy reads an empty one as None)
                 Map<String,String> m=new HashMap<>();
                 for(Object e: j == null ? List.of() : toList(j, what)) {
@@ -680,6 +683,7 @@ final class Codec {
             }
             case PAYLOAD: return Json.hex(Util.objectToByteBuffer(v));
             case AUTHTOKEN: return authTokenJson(v);
+            case JOBJECT: return javaObjectJson(v);
             case ENUM: return ((Enum<?>)v).ordinal();
             case SERVICEINFO: {
                 byte[] state=(byte[])get(v, "state");
