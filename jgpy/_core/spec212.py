@@ -337,7 +337,8 @@ HEADERS = (
                 fields=(F("token", AUTH_TOKEN, doc="(class name, body): the body a str (Simple, MD5, FixedMembership), "
                                                    "bytes (X509) or None"),)),
 
-    # ---- 2.12 protocols outside the jar's stack configs (decoded in captures; no jgpy protocol sends them) ----
+    # ---- 2.12 protocols outside the jar's stack configs but smack.xml (decoded in captures; of these, jgpy sends ----
+    # ---- SMACK's, FD_SIMPLE's and MERGEFAST's: jgpy/protocols/smack.py, fd_simple.py, mergefast.py) ----
     HeaderClass("SmackHeader", 29, "protocols.SMACK$SmackHeader", ("SMACK",),
                 doc="SMACK (simple multicast with acks): a multicast's seqno, its ack, join/leave announcements",
                 types={"MCAST": 1, "ACK": 2, "JOIN_ANNOUNCEMENT": 3, "LEAVE_ANNOUNCEMENT": 4},
