@@ -26,6 +26,7 @@ methods (``get_state``/``set_state``, partial and stream variants) as ``state``:
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, AsyncIterator, BinaryIO, Callable, Mapping, Sequence, TypeVar
 
 from jgpy._core.address import Address, UUID
@@ -112,6 +113,9 @@ class AsyncChannel:
         self._messages: asyncio.Queue[Message] = asyncio.Queue(max_queued)
         self._views: asyncio.Queue[View] = asyncio.Queue()
         self._events: asyncio.Queue[ChannelEvent] = asyncio.Queue()
+        # sends leave in the order they were called: one thread runs them (the loop's default executor, a pool,
+        # would let concurrent sends of one channel overtake each other)
+        self._sender = ThreadPoolExecutor(1, thread_name_prefix="jgpy-aio-send")
         self.channel.receiver = _Bridge(self)
 
     def _post(self, q: asyncio.Queue[_T], item: _T) -> None:
@@ -136,10 +140,10 @@ class AsyncChannel:
         else:
             loop.call_soon_threadsafe(_put_all_nowait, q, msgs)
 
-    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+    async def _run(self, fn: Callable[..., _T], *args: Any, executor: Executor | None = None) -> _T:
         loop = asyncio.get_running_loop()
         self._loop = loop
-        return await loop.run_in_executor(None, fn, *args)
+        return await loop.run_in_executor(executor, fn, *args)
 
     async def connect(self, cluster: str) -> AsyncChannel:
         await self._run(self.channel.connect, cluster)
@@ -147,7 +151,8 @@ class AsyncChannel:
 
     async def send(self, dest_or_msg: Address | Message | None, payload: Payload = None, *, oob: bool = False,
                    flags: int = 0) -> None:
-        await self._run(lambda: self.channel.send(dest_or_msg, payload, oob=oob, flags=flags))
+        """:meth:`Channel.send` without blocking the loop; concurrent sends leave in the order they were called."""
+        await self._run(lambda: self.channel.send(dest_or_msg, payload, oob=oob, flags=flags), executor=self._sender)
 
     async def get_state(self, target: Address | None = None, timeout: int = 5000, state_id: str | None = None) -> bool:
         """:meth:`Channel.get_state` without blocking the loop: True once ``state.set_state`` (or the
@@ -167,6 +172,7 @@ class AsyncChannel:
 
     async def close(self) -> None:
         await self._run(self.channel.close)
+        self._sender.shutdown(wait=False)
 
     async def receive(self, timeout: float | None = None) -> Message:
         """The next message (``asyncio.TimeoutError`` after ``timeout`` seconds)."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 
 import pytest
 
 from jgpy import AsyncChannel, Channel, ChannelError, Message, Receiver
 from jgpy.headers import UnicastHeader
-from jgpy.testing.cluster import stock, wait_all
+from jgpy.testing.cluster import IN_PROCESS, stock, wait_all
 from jgpy.testing.java import udp_props, unique_group
 
 pytestmark = pytest.mark.timeout(120)
@@ -105,6 +106,28 @@ def test_asyncio_facade(props, max_queued):
             return True
 
     assert asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_async_sends_leave_in_the_order_they_were_called():
+    """Concurrent sends (gathered) run one at a time in call order, even when one send takes longer than the
+    next (on the loop's default executor, a pool, they overtook each other: seen as a FIFO break in CI)."""
+    order: list[int] = []
+
+    def send(dest, payload, oob=False, flags=0):
+        i = int(payload)
+        time.sleep(0.002 if i % 3 == 0 else 0)         # a slow send must hold back the ones after it
+        order.append(i)
+
+    async def main():
+        ch = AsyncChannel(IN_PROCESS, "A")
+        ch.channel.send = send
+        try:
+            await asyncio.gather(*(ch.send(None, b"%d" % i) for i in range(60)))
+        finally:
+            await ch.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert order == list(range(60))
 
 
 def test_async_channel_state_transfer(props):
