@@ -198,7 +198,9 @@ def test_suspicion_after_max_tries(stacks, timeout, max_tries):
     earliest = timeout + 500 + max_tries * timeout
     assert earliest - 5 <= elapsed <= expected + 800, (elapsed, earliest, expected)
     hbs = [x for x in s.tp.sent if x.time <= sus.time and is_fd(HEARTBEAT)(x)]
-    assert len(hbs) == expected // timeout                           # one heartbeat per Monitor run
+    # one heartbeat per Monitor run: as many runs as fit before the suspicion (fewer when a late run counted
+    # its miss early, as above)
+    assert earliest // timeout <= len(hbs) <= expected // timeout, (len(hbs), earliest, expected)
     # the SUSPECT multicast: OOB, mbrs = [B], from = A; it comes back to us through the loopback
     assert sus.multicast and sus.data == datagram(True, None, a, b"\x02\x00\x01" + DIALECT.encode_address(b) +
                                                   DIALECT.encode_address(a))

@@ -5,6 +5,8 @@ coordinators and one of each, on the jar's udp.xml with MERGEFAST in MERGE2's pl
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from jgpy import DIALECT, UUID, MergeView, Message, View, ViewId
@@ -262,6 +264,12 @@ def test_partition_and_merge_with_mergefast(mergefast_cluster, kinds):
     c.partition(sides)
     for side in sides:
         assert c.agree(side, 60), {m.name: m.view_names() for m in c.members}
+    # the same 2.12 defect once more: a Java coordinator's own partition view, come back to it, starts a merge of
+    # its one view; healed before that merge ends, the two merges collide (each coordinator rejects the other's
+    # MERGE_REQ), and a Java leader then installs a MergeView naming members that never received it (seen under
+    # load: J1 and P2 in [P3|8] (4), P3 and J2 still in [P3|7] (2), for good: MERGEFAST's headers come only from
+    # coordinators). Let it end first.
+    time.sleep(3.0)
     before = {m.name: len(merge_views(m)) for m in c.members}
     c.heal()
     assert c.agree(c.members, 90), f"no merge after healing: {({m.name: m.view_names() for m in c.members})}"
