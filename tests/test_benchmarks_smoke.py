@@ -112,6 +112,7 @@ def test_members_reject_bad_commands():
 @pytest.mark.processes
 @pytest.mark.interop
 @pytest.mark.slow
+@pytest.mark.timeout(600)                      # ~200 s on a quiet machine: every row set starts its clusters
 def test_e2e_suite_tiny(tmp_path):
     """The whole end-to-end suite at a few hundred messages per run, 1 repetition: every cluster (Java-only,
     jgpy-only, mixed; 2 and 3 members; udp.xml, tcp.xml, sequencer.xml, compress.xml and tunnel.xml) completes every workload, and the tables and plots
