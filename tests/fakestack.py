@@ -42,6 +42,20 @@ def wait_until(pred: Callable[[], Any], timeout: float = 5.0, interval: float = 
         time.sleep(interval)
 
 
+def closing_factory(factory: Callable[..., Any]):
+    """The body of a fixture (``yield from closing_factory(Cls)``): the test gets ``factory``; whatever it made is
+    closed (``close()``) after the test."""
+    made: list = []
+
+    def make(*args, **kw):
+        obj = factory(*args, **kw)
+        made.append(obj)
+        return obj
+    yield make
+    for obj in made:
+        obj.close()
+
+
 class Sent:
     """One message the transport was asked to send: the message, its datagram bytes, multicast or not."""
 
