@@ -14,6 +14,7 @@ Every wait here is bounded; :meth:`FakeStack.close` stops protocols, executors a
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from typing import Any, Callable
@@ -39,6 +40,20 @@ def wait_until(pred: Callable[[], Any], timeout: float = 5.0, interval: float = 
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {msg or pred}")
         time.sleep(interval)
+
+
+def closing_factory(factory: Callable[..., Any]):
+    """The body of a fixture (``yield from closing_factory(Cls)``): the test gets ``factory``; whatever it made is
+    closed (``close()``) after the test."""
+    made: list = []
+
+    def make(*args, **kw):
+        obj = factory(*args, **kw)
+        made.append(obj)
+        return obj
+    yield make
+    for obj in made:
+        obj.close()
 
 
 class Sent:
@@ -69,6 +84,7 @@ class FakeNetwork:
     def __init__(self) -> None:
         self.transports: dict[Any, "FakeTransport"] = {}
         self.blocked: set = set()         # members whose traffic is dropped (both directions)
+        self.cut: set = set()             # (src, dest) pairs whose multicasts and unicasts are dropped
         self._lock = threading.Lock()
 
     def attach(self, tp: "FakeTransport") -> None:
@@ -85,12 +101,30 @@ class FakeNetwork:
             if src in self.blocked:
                 return
             if dest is None:
-                targets = [tp for a, tp in self.transports.items() if a != src and a not in self.blocked]
+                targets = [tp for a, tp in self.transports.items()
+                           if a != src and a not in self.blocked and (src, a) not in self.cut]
             else:
                 tp = self.transports.get(dest)
-                targets = [tp] if tp is not None and dest not in self.blocked else []
+                targets = [tp] if tp is not None and dest not in self.blocked and (src, dest) not in self.cut else []
         for tp in targets:
             tp.receive_datagram(data)
+
+
+class LossyNetwork(FakeNetwork):
+    """Also drops each datagram with probability ``loss`` (seeded), or those ``drop(data)`` picks."""
+
+    def __init__(self, loss: float = 0.0, seed: int = 1) -> None:
+        super().__init__()
+        self.loss = loss
+        self.drop: Callable[[bytes], bool] = lambda data: False
+        self.dropped = 0
+        self._rnd = random.Random(seed)
+
+    def send(self, src, dest, data: bytes) -> None:
+        if self.drop(data) or (self.loss and self._rnd.random() < self.loss):
+            self.dropped += 1
+            return
+        super().send(src, dest, data)
 
 
 class FakeTransport(Protocol):

@@ -340,5 +340,6 @@ def test_id_tables_match_the_jar():
     for magic, typ in DIALECT.header_types().items():
         assert (custom_magics if magic in custom_magics else want_magic)[magic] == typ.JAVA_CLASS
     # jgpy's own protocols (docs/ARCHITECTURE.md, "jgpy's own protocols on the wire"): above the jar's ranges
-    assert custom_ids == {"TOTAL": 513, "JMS": 514} and custom_magics == {1025: "protocols.TOTAL$TotalHeader"}
+    assert custom_ids == {"TOTAL": 513, "JMS": 514, "pbcast.PBCAST": 515}
+    assert custom_magics == {1025: "protocols.TOTAL$TotalHeader", 1026: "protocols.pbcast.PBCAST$PbcastHeader"}
     assert max(want_ids.values()) <= spec212.MAX_JGROUPS_PROTOCOL_ID and max(want_magic) <= spec212.MAX_JGROUPS_MAGIC

@@ -374,3 +374,43 @@ def hostile_free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.fixture
+def pbcast_scene():
+    """pbcast-udp.xml (jgpy only): T and L, multicasts made reliable by gossip."""
+    addr, port = unique_group()
+    scene = Scene(stock("pbcast-udp.xml"), udp_props(addr, port), "p")
+    try:
+        yield scene
+    finally:
+        scene.close()
+
+
+def test_pbcast_headers(pbcast_scene, figures):
+    """PBCAST's receive path: gossips, retransmission requests, retransmissions and multicasts from strangers and in
+    L's name, with absurd digests, not-seen lists of a thousand strangers, requests for everything, seqnos far
+    beyond any window, malformed PBCAST headers. L's multicasts and unicasts still arrive complete and in order,
+    nothing forged is delivered, what was dropped is counted and what T keeps is bounded."""
+    s = pbcast_scene
+    s.legit_round(100)
+    assert s._wait_delivery(30)
+    base = s.rss()
+    f = hostile.Forger(s.cluster)
+    attacks = list(hostile.pbcast_attacks(f, random.Random(8), s.t_addr, s.l_addr))
+    sent: dict[str, int] = {}
+    for i in range(0, len(attacks), 50):
+        for k, v in hostile.send_datagrams(attacks[i:i + 50], s.target_physical).items():
+            sent[k] = sent.get(k, 0) + v
+        s.legit_round(10)
+    s.legit_round(100)
+    stats = s.assert_survived(base, figures, "PBCAST")
+    figures("PBCAST: attack datagrams", sum(sent.values()))
+    assert s.target.received.other == 0, "a forged PBCAST message was delivered"
+    pb, tp = stats["pbcast.PBCAST"], stats["UDP"]
+    assert pb["dropped_non_member"] > 0 and pb["dropped_no_window"] > 0 and pb["dropped_bad_seqno"] > 0, pb
+    assert pb["dropped_unsolicited"] > 0 and pb["dropped_bad_type"] > 0, pb
+    assert tp["dropped_malformed"] > 0 and tp["dropped_malformed_msgs"] > 0, tp
+    assert tp["up_errors"] == 0 and pb["malformed"] == 0, (tp, pb)
+    assert pb["queued"] <= 100 and pb["gossip_cache"] <= 100 and set(pb["windows"]) == {"T", "L"}, pb
+    assert pb["held"] < 5000, pb                 # L's and T's own messages, not what strangers claimed

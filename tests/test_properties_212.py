@@ -21,7 +21,7 @@ from jgpy.stack.properties import aliases_of, deprecated_properties_of, ignored_
 from jgpy.stack.stack import PROTOCOLS, STACK_PROPERTIES, ProtocolStack, protocol_class
 
 #: jgpy's own protocols: no class in the 2.12 jar
-JGPY_ONLY = {"JOURNAL", "TOTAL", "JMS", "PERF", "PRINTOBJS"}
+JGPY_ONLY = {"JOURNAL", "TOTAL", "JMS", "pbcast.PBCAST", "PERF", "PRINTOBJS"}
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from jgpy._core.headers import TotalHeader
 from jgpy.protocols.total import MAX_EARLY_REPORTS, TOTAL
 from jgpy.stack.config import load_config
 from jgpy.stack.events import Event, EventType
-from jgpy.testing.cluster import wait_all
-from tests.fakestack import FakeNetwork, FakeStack, wait_until
+from jgpy.testing.cluster import kill_mid_stream, lossy_journaled_members, multicast_all, wait_all
+from tests.fakestack import FakeNetwork, FakeStack, closing_factory, wait_until
 
 H = TotalHeader
 TOTAL_ID = 513
@@ -30,7 +30,7 @@ def test_ids_are_outside_the_ranges_of_2_12():
     assert DIALECT.magic_of(H(H.BCAST)) == 1025 > spec212.MAX_JGROUPS_MAGIC
     assert DIALECT.allowed_magics(TOTAL_ID) == (1025,)
     assert not DIALECT.header_fits(15, 1025) and not DIALECT.header_fits(TOTAL_ID, 25)
-    jgpy_own = ("TOTAL", "JMS")
+    jgpy_own = ("TOTAL", "JMS", "pbcast.PBCAST")
     assert all(i <= spec212.MAX_JGROUPS_PROTOCOL_ID for n, i in spec212.PROTOCOL_IDS.items() if n not in jgpy_own)
 
 
@@ -77,31 +77,9 @@ def test_total_udp_config_puts_total_above_gms():
 
 # ---- members on the fake stack ----------------------------------------------------------------------------
 
-class LossyNetwork(FakeNetwork):
-    """A fake network that can drop what one sender sends to one receiver (``cut``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.cut: set = set()                    # (src, dest) pairs whose multicasts and unicasts are dropped
-
-    def send(self, src, dest, data: bytes) -> None:
-        if dest is not None and (src, dest) in self.cut:
-            return
-        if dest is None and self.cut:
-            with self._lock:
-                targets = [(a, tp) for a, tp in self.transports.items() if a != src and a not in self.blocked
-                           and (src, a) not in self.cut]
-                if src in self.blocked:
-                    return
-            for _, tp in targets:
-                tp.receive_datagram(data)
-            return
-        super().send(src, dest, data)
-
-
 class Cluster:
     def __init__(self, n: int, network: FakeNetwork | None = None, **props) -> None:
-        self.net = network or LossyNetwork()
+        self.net = network or FakeNetwork()
         self.addrs = [UUID(0, i + 1) for i in range(n)]
         self.stacks: list[FakeStack] = []
         for a in self.addrs:
@@ -148,15 +126,7 @@ class Cluster:
 
 @pytest.fixture
 def cluster():
-    made: list[Cluster] = []
-
-    def make(n: int, **kw) -> Cluster:
-        c = Cluster(n, **kw)
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.close()
+    yield from closing_factory(Cluster)
 
 
 def _ready(c: Cluster, idx) -> None:
@@ -470,37 +440,11 @@ def test_a_failing_message_is_dropped_alone(cluster, monkeypatch):
 LOSS = 0.1
 
 
-def _config(tmp_path: Path) -> str:
-    """total-udp.xml with DISCARD right above UDP (its loss is set once the members have joined: a lost discovery
-    answer would leave a member without another's logical name, and its journal naming it by address)."""
-    cfg = load_config("total-udp.xml").insert("DISCARD", {}, after="UDP")
-    path = tmp_path / "total-discard.xml"
-    path.write_text(cfg.to_xml())
-    return str(path)
-
-
 @pytest.fixture
 def total_members(udp_group, tmp_path):
     """``start(names, run)``: jgpy processes on total-udp.xml + DISCARD, journaling into ``run``, joined one after
     the other, then losing ``LOSS`` of what they receive; every process is closed after the test."""
-    from jgpy.testing.java import PyNode
-    props, cluster, _ = udp_group
-    config = _config(tmp_path)
-    nodes: list = []
-
-    def start(names, run: Path) -> list:
-        for n in names:
-            node = PyNode(name=n)
-            nodes.append(node)
-            node.call("connect", timeout=90, config=config, cluster=cluster, name=n, props=props, receive="count",
-                      journal=str(run))
-        assert wait_all(lambda: all(_views(x) == len(names) for x in nodes), 60)
-        for node in nodes:
-            node.call("discard", up=LOSS)
-        return list(nodes)
-    yield start
-    for node in nodes:
-        node.close()
+    yield from lossy_journaled_members("total-udp.xml", tmp_path, udp_group, LOSS)
 
 
 def _leave_and_check(leaving: list, run: Path, spark):
@@ -515,10 +459,6 @@ def _leave_and_check(leaving: list, run: Path, spark):
 
 def _received(node) -> int:
     return node.call("stats")["received"]
-
-
-def _views(node) -> int:
-    return len(node.call("view")["members"])
 
 
 def _dropped(node) -> int:
@@ -538,20 +478,8 @@ def test_three_jgpy_members_under_loss_pass_the_checker(spark, total_members, tm
     run = tmp_path / "run=total-loss"
     n = 400
     nodes = total_members(["T1", "T2", "T3"], run)
-    errors: list = []
-
-    def send(node):
-        try:
-            node.send(payload=node.name.encode(), count=n, numbered=True, timeout=240)
-        except Exception as e:  # noqa: BLE001
-            errors.append((node.name, repr(e)))
     t0 = time.monotonic()
-    threads = [threading.Thread(target=send, args=(x,), daemon=True) for x in nodes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(240)
-    assert not errors, errors
+    multicast_all(nodes, n)
     assert wait_all(lambda: all(_received(x) >= 3 * n for x in nodes), 120), [_received(x) for x in nodes]
     figures("TOTAL, 3 jgpy members, 10 % receive loss: 3 x 400 multicasts delivered everywhere in",
             time.monotonic() - t0, "s")
@@ -573,40 +501,12 @@ def test_sequencer_killed_mid_stream_passes_the_checker(spark, total_members, tm
     survivors go on multicasting through the view change; the survivors deliver everything they sent, once, in
     one order, and the journals of all three (the killed one's as far as it got) pass the checker: total order
     across all three, no loss and no duplicates among the survivors."""
-    from jgpy.journal import mark_crash
     run = tmp_path / "run=total-crash"
     nodes = total_members(["T1", "T2", "T3"], run)
     seq = next(x for x in nodes if x.name == nodes[0].call("view")["names"][0])
     survivors = [x for x in nodes if x is not seq]
-    sent = {x.name: 0 for x in nodes}
-    errors: list = []
-    stop = threading.Event()
-
-    def send(node):                                       # chunks, so that sending spans the kill
-        while not stop.is_set():
-            try:
-                node.send(payload=node.name.encode(), count=20, numbered=True, start=sent[node.name], timeout=120)
-            except Exception as e:  # noqa: BLE001
-                if node is not seq:
-                    errors.append((node.name, repr(e)))
-                return
-            sent[node.name] += 20
-            time.sleep(0.01)
-    threads = [threading.Thread(target=send, args=(x,), daemon=True) for x in nodes]
-    for t in threads:
-        t.start()
-    time.sleep(2.0)                                       # mid-stream (and the journal parts of 1 s written)
-    crash_ns = time.monotonic_ns()
-    seq.kill()
-    mark_crash(run, seq.name, crash_ns)
-    t_kill = time.monotonic()
-    assert wait_all(lambda: all(_views(x) == 2 for x in survivors), 60)
-    figures("TOTAL: kill -9 of the sequencer -> survivors' view", time.monotonic() - t_kill, "s")
-    time.sleep(1.0)                                       # the survivors go on sending in the new view
-    stop.set()
-    for t in threads:
-        t.join(150)
-    assert not errors, errors
+    sent, to_view = kill_mid_stream(nodes, seq, run)
+    figures("TOTAL: kill -9 of the sequencer -> survivors' view", to_view, "s")
     t_sent = time.monotonic()
     need = sum(sent[x.name] for x in survivors)
     assert need >= 200 and sent[seq.name] >= 20, sent

@@ -19,7 +19,7 @@ from jgpy.protocols.unicast2 import FIRST_ASK_TRIES, UNICAST2
 from jgpy.stack.events import Event, EventType
 from jgpy.testing.cluster import stock
 from jgpy.testing.javajson import to_json
-from tests.fakestack import FakeNetwork, FakeStack, wait_until
+from tests.fakestack import FakeNetwork, FakeStack, LossyNetwork, wait_until
 from tests.test_stack_interop import cluster_factory, exchange  # noqa: F401 - a fixture
 
 DATA, XMIT_REQ, SEND_FIRST, STABLE = (Unicast2Header.DATA, Unicast2Header.XMIT_REQ,
@@ -248,23 +248,6 @@ def test_a_member_that_leaves_gets_a_last_stable_and_its_connections_go(stack):
 
 
 # ---------------------------------------------------------------------------------------------- two members
-
-class LossyNetwork(FakeNetwork):
-    """Drops each datagram with probability ``loss`` (seeded), or those ``drop(data)`` picks."""
-
-    def __init__(self, loss: float = 0.0, seed: int = 1) -> None:
-        super().__init__()
-        self.loss = loss
-        self.drop = lambda data: False
-        self.dropped = 0
-        self._rnd = random.Random(seed)
-
-    def send(self, src, dest, data: bytes) -> None:
-        if self.drop(data) or self._rnd.random() < self.loss:
-            self.dropped += 1
-            return
-        super().send(src, dest, data)
-
 
 def pair(net: FakeNetwork, **props):
     a = FakeStack(unicast2(**props), network=net, connect=True)

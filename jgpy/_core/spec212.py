@@ -46,6 +46,7 @@ PROTOCOL_IDS = {
     # ---- jgpy's own protocols (not in the jar; for jgpy-only clusters): ids above 2.12's custom bound ----
     "TOTAL": 513,
     "JMS": 514,         # jgpy's transport through a message broker (seed 002's JMS; 2.12 no longer has one)
+    "pbcast.PBCAST": 515,  # jgpy's gossip-based reliable multicast (seed 000's PBCAST; 2.12 no longer has one)
 }
 
 #: ids above this and magic numbers above that are custom (Java's ClassConfigurator reserves the ranges below
@@ -165,6 +166,10 @@ STOMP_HEADERS = list_of("stomp_headers", struct(F("key", UTF), F("value", UTF)),
                         java_size="hash_map")
 
 TOTAL_STARTS = list_of("total_starts", struct(F("member", ADDRESS), F("seqno", LONG)), none=0)
+
+# PBCAST's XMIT_REQ: per original sender the run of seqnos asked for
+PBCAST_XMIT_REQS = list_of("pbcast_xmit_reqs", struct(F("member", ADDRESS), F("first", LONG), F("last", LONG)),
+                           none=0)
 
 # AUTH's token (Util.writeAuthToken): the token's class name, then what that class's writeTo writes
 AUTH_TOKEN = tagged("auth_token", {
@@ -418,6 +423,30 @@ HEADERS = (
             F("prev_epoch", opt(VIEW_ID), None, when("NEW_VIEW_ACK"), doc="the epoch before the reporter's"),
             F("starts", TOTAL_STARTS, None, when("NEW_VIEW"),
               doc="members that start afresh (joiners), each with the first seqno it delivers"),
+        )),
+    HeaderClass(
+        "PbcastHeader", 1026, "protocols.pbcast.PBCAST$PbcastHeader", ("pbcast.PBCAST",),
+        doc="jgpy's PBCAST (gossip-based reliable multicast, seed 000; type numbers as 2.2's PbcastHeader): a "
+            "multicast with its seqno (MCAST_MSG), a gossip with its originator's digest and not-seen list "
+            "(GOSSIP), a retransmission request to the gossip's originator (XMIT_REQ) and the retransmitted "
+            "message (XMIT_RSP, one per message). NOT_MEMBER (2.2's shunning) is never sent",
+        types={"MCAST_MSG": 0, "GOSSIP": 1, "XMIT_REQ": 2, "XMIT_RSP": 3, "NOT_MEMBER": 4},
+        fields=(
+            F("type", BYTE, 0),
+            F("seqno", LONG, 0, when("MCAST_MSG", "XMIT_RSP"), doc="the original sender's seqno of the message"),
+            F("sender", ADDRESS, None, when("XMIT_RSP"), doc="the original sender (the message's src is the "
+                                                               "member that retransmits it)"),
+            F("gossip_id", LONG, 0, when("GOSSIP"), doc="the originator's gossip round: (origin, gossip_id) "
+                                                         "identifies a gossip"),
+            F("origin", ADDRESS, None, when("GOSSIP"), doc="the member that started the gossip (a forwarded "
+                                                           "gossip's src is the forwarder)"),
+            F("digest", opt(DIGEST), None, when("GOSSIP"),
+              doc="the originator's digest: per sender (low, highest delivered, highest received)"),
+            F("not_seen", ADDRESSES, None, when("GOSSIP"),
+              doc="members the gossip has not reached yet (None: a multicast gossip, never forwarded)"),
+            F("seen", ADDRESSES, None, when("GOSSIP"), doc="members the gossip went through"),
+            F("xmit_reqs", PBCAST_XMIT_REQS, None, when("XMIT_REQ"),
+              doc="per original sender, the first and last seqno asked for"),
         )),
 )
 

@@ -74,6 +74,7 @@ PROTOCOLS: dict[str, str] = {
     "pbcast.STREAMING_STATE_TRANSFER": "jgpy.protocols.pbcast.streaming_state_transfer:STREAMING_STATE_TRANSFER",
     "JOURNAL": "jgpy.protocols.journal:JOURNAL",
     "TOTAL": "jgpy.protocols.total:TOTAL",
+    "pbcast.PBCAST": "jgpy.protocols.pbcast.pbcast:PBCAST",
     "pbcast.FLUSH": "jgpy.protocols.pbcast.flush:FLUSH",
     "SEQUENCER": "jgpy.protocols.sequencer:SEQUENCER",
     "CENTRAL_LOCK": "jgpy.protocols.central_lock:CENTRAL_LOCK",

@@ -291,3 +291,103 @@ IN_PROCESS = "shared-loopback.xml"
 
 def stock(name: str = "udp.xml") -> StackConfig:
     return load_config(name)
+
+
+def kill_mid_stream(nodes: list, victim, run_dir, warmup: float = 2.0, after: float = 1.0,
+                    view_timeout: float = 60.0, chunk: int = 20) -> tuple[dict[str, int], float]:
+    """Every harness node of ``nodes`` multicasts numbered payloads (``"<name>:<n>"``) in chunks of ``chunk``; after
+    ``warmup`` s ``victim`` is killed with SIGKILL (its crash marked in the journals of ``run_dir``), the others go
+    on until ``after`` s past the view without it. Returns how many each node sent and the seconds from the kill
+    to the survivors' view; raises AssertionError if the survivors' view does not come or a survivor's send
+    fails."""
+    from jgpy.journal import mark_crash
+    survivors = [x for x in nodes if x is not victim]
+    sent = {x.name: 0 for x in nodes}
+    errors: list = []
+    stop = threading.Event()
+
+    def send(node) -> None:
+        while not stop.is_set():
+            try:
+                node.send(payload=node.name.encode(), count=chunk, numbered=True, start=sent[node.name], timeout=120)
+            except Exception as e:  # noqa: BLE001 - the victim's sends fail; the others' are reported
+                if node is not victim:
+                    errors.append((node.name, repr(e)))
+                return
+            sent[node.name] += chunk
+            time.sleep(0.01)
+    threads = [threading.Thread(target=send, args=(x,), daemon=True) for x in nodes]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(warmup)
+        crash_ns = time.monotonic_ns()
+        victim.kill()
+        mark_crash(run_dir, victim.name, crash_ns)
+        t_kill = time.monotonic()
+        if not wait_all(lambda: all(len(x.call("view")["members"]) == len(survivors) for x in survivors),
+                        view_timeout):
+            raise AssertionError(f"no view without {victim.name} within {view_timeout} s")
+        to_view = time.monotonic() - t_kill
+        time.sleep(after)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(150)
+    if errors:
+        raise AssertionError(f"sends failed: {errors}")
+    return sent, to_view
+
+
+def start_lossy_journaled(nodes: list, names, run_dir, config: str, workdir, cluster: str, props: dict,
+                          loss: float) -> list:
+    """jgpy harness processes ``names`` on the stack config ``config`` with DISCARD right above the transport (the
+    file is written to ``workdir``), journaling into ``run_dir``, joined one after the other; once all of them see
+    the full view, each loses ``loss`` of what it receives (not before: a lost discovery answer would leave a member
+    without another's logical name, and its journal naming it by address). Each process is appended to ``nodes``
+    as it starts: the caller closes them."""
+    from pathlib import Path
+    path = Path(workdir) / (Path(config).stem + "-discard.xml")
+    path.write_text(load_config(config).insert("DISCARD", {}, after="UDP").to_xml())
+    started = []
+    for n in names:
+        node = PyNode(name=n)
+        nodes.append(node)
+        started.append(node)
+        node.call("connect", timeout=90, config=str(path), cluster=cluster, name=n, props=props, receive="count",
+                  journal=str(run_dir))
+    if not wait_all(lambda: all(len(x.call("view")["members"]) == len(names) for x in started), 60):
+        raise AssertionError(f"{names} did not all see one view of {len(names)} within 60 s")
+    for node in started:
+        node.call("discard", up=loss)
+    return started
+
+
+def lossy_journaled_members(config: str, workdir, udp_group: tuple, loss: float):
+    """The body of a fixture (``yield from``): the test gets ``start(names, run_dir)``, which starts processes as
+    :func:`start_lossy_journaled` does on ``config`` in the cluster and multicast group of ``udp_group`` (the
+    ``udp_group`` fixture's value); every process started is closed after the test."""
+    props, cluster, _ = udp_group
+    nodes: list = []
+    yield lambda names, run_dir: start_lossy_journaled(nodes, names, run_dir, config, workdir, cluster, props, loss)
+    for node in nodes:
+        node.close()
+
+
+def multicast_all(nodes: list, count: int, timeout: float = 240.0) -> None:
+    """Every harness node of ``nodes`` multicasts ``count`` numbered payloads (``"<name>:<n>"``), all at once, each
+    from a thread of its own; returns when all are sent, raises AssertionError if a send fails."""
+    errors: list = []
+
+    def send(node) -> None:
+        try:
+            node.send(payload=node.name.encode(), count=count, numbered=True, timeout=timeout)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append((node.name, repr(e)))
+    threads = [threading.Thread(target=send, args=(x,), daemon=True) for x in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    if errors:
+        raise AssertionError(f"sends failed: {errors}")

@@ -31,6 +31,8 @@ MAGIC = {"Frag": 7, "Ping": 13, "Unicast": 21, "Verify": 22, "Gms": 24, "NakAck"
          "Fc": 54, "Tp": 56, "Heartbeat": 61, "FdSock": 6, "Compress": 53, "Auth": 67}
 # jgpy's own TOTAL (docs/ARCHITECTURE.md: id and magic above what 2.12 uses) and its header types
 ID_TOTAL, MAGIC_TOTAL = 513, 1025
+ID_PBCAST, MAGIC_PBCAST = 515, 1026
+P_MCAST_MSG, P_GOSSIP, P_XMIT_REQ, P_XMIT_RSP = 0, 1, 2, 3
 T_BCAST, T_REQUEST, T_NEW_VIEW, T_NEW_VIEW_ACK, T_CUM_SEQ_ACK, T_RESEND, T_STABLE = 1, 2, 3, 4, 5, 7, 8
 
 TP_LIST, TP_MULTICAST = 0x01, 0x02
@@ -259,6 +261,78 @@ def total_attacks(f: Forger, rnd: random.Random, target, member, vid: int) -> It
         entries = [f.msg(None, [nakack_msg(k)], None, b"before", 0, True), f.msg(None, [h], None, b"bad", 0, True),
                    f.msg(None, [nakack_msg(k + 2)], None, b"after", 0, True)]
         yield "total-wrong-protocol-id", bundle(src, entries, True)
+
+
+def addresses(addrs, count: int | None = None) -> bytes:
+    """``Util.writeAddresses``: a short count (``count`` overrides it), then each address."""
+    return struct.pack(">h", len(addrs) if count is None else count) + b"".join(address(a) for a in addrs)
+
+
+def pbcast(type_: int, seqno: int = 0, sender=None, gossip_id: int = 0, origin=None, digest: bytes | None = None,
+           not_seen: bytes | None = None, seen: bytes = b"\xff\xff", xmit_reqs: list[tuple] | None = None,
+           reqs_count: int | None = None) -> Hdr:
+    """A PbcastHeader (fields only where its type carries them, in wire order); ``digest``: a
+    :func:`digest_body` (None: absent), ``not_seen``/``seen``: :func:`addresses` bytes (-1: null);
+    ``reqs_count`` overrides the count written before ``xmit_reqs``."""
+    body = struct.pack(">b", type_)
+    if type_ in (P_MCAST_MSG, P_XMIT_RSP):
+        body += struct.pack(">q", seqno)
+    if type_ == P_XMIT_RSP:
+        body += address(sender)
+    if type_ == P_GOSSIP:
+        body += struct.pack(">q", gossip_id) + address(origin)
+        body += b"\x00" if digest is None else b"\x01" + digest
+        body += (b"\xff\xff" if not_seen is None else not_seen) + seen
+    if type_ == P_XMIT_REQ:
+        entries = xmit_reqs or []
+        body += struct.pack(">h", len(entries) if reqs_count is None else reqs_count)
+        for a, first, last in entries:
+            body += address(a) + struct.pack(">qq", first, last)
+    return Hdr(ID_PBCAST, MAGIC_PBCAST, body)
+
+
+def pbcast_attacks(f: Forger, rnd: random.Random, target, member) -> Iterator[tuple[str, bytes]]:
+    """PBCAST messages against ``target`` (logical address): gossips, retransmission requests and multicasts from
+    strangers, gossips relayed by strangers, absurd digests (strangers' entries, 2^62 seqnos, a claimed count
+    beyond the bytes) and not-seen lists (a thousand strangers), retransmission requests for everything, in the
+    name of ``member`` too, unsolicited retransmissions, multicasts far beyond any window; malformed PBCAST headers
+    alone and between well-formed messages in one LIST, and a PbcastHeader under NAKACK's id."""
+    big = 1 << 62
+    crowd = [stranger(rnd) for _ in range(1000)]
+    absurd_digest = digest_body(202, [(a, 0, big, big) for a in crowd[:200]] + [(member, 0, big, big),
+                                                                                (target, 0, big, big)])
+    hdrs = [("gossip-mcast", None, lambda src: pbcast(P_GOSSIP, gossip_id=rnd.randrange(big), origin=src,
+                                                      digest=absurd_digest, seen=addresses(crowd))),
+            ("gossip-relayed", target, lambda src: pbcast(P_GOSSIP, gossip_id=rnd.randrange(big), origin=member,
+                                                          digest=absurd_digest, not_seen=addresses(crowd + [target]),
+                                                          seen=addresses(crowd[:10]))),
+            ("xmit-req", target, lambda src: pbcast(P_XMIT_REQ, xmit_reqs=[(member, -big, big), (target, 1, big)]
+                                                    + [(a, 1, big) for a in crowd[:100]])),
+            ("xmit-rsp-unsolicited", target, lambda src: pbcast(P_XMIT_RSP, seqno=big, sender=member)),
+            ("mcast-far", None, lambda src: pbcast(P_MCAST_MSG, seqno=big)),
+            ("mcast-negative", None, lambda src: pbcast(P_MCAST_MSG, seqno=-big)),
+            ("unknown-type", None, lambda src: Hdr(ID_PBCAST, MAGIC_PBCAST, b"\x63"))]
+    for name, dest, make in hdrs:
+        for _ in range(20):
+            src = stranger(rnd)
+            yield "pbcast-stranger-" + name, f.dgram(src, [make(src)], dest, b"pbcast-stranger")
+            yield "pbcast-spoofed-" + name, f.dgram(member, [make(member)], dest, b"pbcast-spoofed")
+    for k in range(1, 200):                      # a stranger's multicasts at plausible seqnos: it has no window
+        yield "pbcast-stranger-mcast", f.dgram(stranger(rnd), [pbcast(P_MCAST_MSG, seqno=k)], None, b"stranger")
+    src = stranger(rnd)
+    bad = [pbcast(P_GOSSIP, gossip_id=1, origin=member, digest=absurd_digest).body[:20],          # truncated
+           pbcast(P_GOSSIP, gossip_id=1, origin=member, digest=digest_body(30000, [(member, 0, 1, 1)])).body,
+           pbcast(P_GOSSIP, gossip_id=1, origin=member, not_seen=addresses([target], 32767)).body,
+           pbcast(P_XMIT_REQ, xmit_reqs=[(member, 1, 2)], reqs_count=-9).body,
+           pbcast(P_XMIT_REQ, xmit_reqs=[(member, 1, 2)], reqs_count=30000).body,
+           pbcast(P_XMIT_RSP, seqno=1).body[:9] + b"\x07"]                                      # bad address type
+    for k, body in enumerate(bad):               # (a count of -9 reads as no list: well-formed, as in Java)
+        entries = [f.msg(None, [pbcast(P_MCAST_MSG, seqno=k + 1)], None, b"before", 0, True),
+                   f.msg(None, [Hdr(ID_PBCAST, MAGIC_PBCAST, body)], None, b"bad", 0, True),
+                   f.msg(None, [pbcast(P_MCAST_MSG, seqno=k + 2)], None, b"after", 0, True)]
+        yield "pbcast-malformed", bundle(src, entries, True)
+        yield "pbcast-malformed", f.dgram(member, [Hdr(ID_PBCAST, MAGIC_PBCAST, body)], target, b"alone")
+    yield "pbcast-wrong-protocol-id", f.dgram(src, [Hdr(ID_NAKACK, MAGIC_PBCAST, pbcast(P_MCAST_MSG, 1).body)])
 
 
 # ---- datagram attacks ----------------------------------------------------------------------------------
