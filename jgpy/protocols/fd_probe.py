@@ -13,15 +13,11 @@ Deviation: 2.12 probes ``ping_dest.toString()`` (FD_PING) or refuses anything bu
 only where names are host names) and its FD_ICMP throws on every probe and never suspects. jgpy probes the host of
 the member's physical address, which is what both were meant to do.
 
-Deviation, on the wire: 2.12 has no protocol id for FD_PING and FD_ICMP (jg-protocol-ids.xml), so their id is 0,
-which 2.12's ``Headers`` takes for an empty slot: the FdHeader of their SUSPECT multicast is overwritten by the
-transport's, the message reaches every application as an empty OOB message (every ``timeout`` ms), and no member
-(the sender included) ever learns of the suspicion: a 2.12 FD_PING / FD_ICMP never removes anyone. jgpy sends
-its FD messages as FD does (``WIRE_NAME``: FD's id, 2, and FdHeader), so its suspicions work among jgpy members
-and reach Java members running FD; a Java member running FD_PING / FD_ICMP has no protocol under id 2 and hands
-such a SUSPECT to its application as an empty message, as it does with its own. In a mixed cluster whose
-coordinator is Java, a dead member is therefore removed by the other failure detection of the stack (FD_SOCK in
-the jar's udp.xml), as in a Java-only cluster.
+On the wire: 2.12's jg-protocol-ids.xml has no id for FD_PING and FD_ICMP, so a 2.12 stack holding one fails on
+every message it receives (``getHeader(0)``: "An ID of 0 is invalid. Add the protocol which calls getHeader() to
+jg-protocol-ids.xml") and forms no cluster; it runs once its ``jgroups.conf.protocol_id_file`` gives them an id.
+jgpy sends and reads their FdHeaders under FD's id, 2 (``WIRE_NAME``; the ``id`` property overrides it), so a
+Java member whose id file maps FD_PING / FD_ICMP to 2 interoperates (its FD_ICMP still never suspects: see above).
 """
 
 from __future__ import annotations
