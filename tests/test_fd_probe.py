@@ -88,12 +88,12 @@ def test_a_hanging_command_is_killed_after_timeout_with_its_children(tmp_path):
 @pytest.mark.processes
 @pytest.mark.parametrize("cmd,why", [("ping 'unbalanced", "cannot be parsed"), ("", "cmd is empty"),
                                      ("/nonexistent/jgpy-ping -c 1", "not an executable program")])
-def test_a_bad_cmd_fails_at_start_naming_fd_ping(cmd, why):
+def test_a_bad_cmd_is_a_config_error_naming_fd_ping(cmd, why):
     with pytest.raises(ConfigError, match=f"FD_PING.*{why}"):
         parse_cmd(cmd)
     cfg = stock("udp.xml").replace("FD_ALL", "FD_PING", {"cmd": cmd})
-    with pytest.raises(ConfigError, match="FD_PING"):
-        Channel(cfg, "x", udp_props(*unique_group())).connect(f"fdp-{uuid.uuid4().hex[:6]}")
+    with pytest.raises(ConfigError, match="FD_PING"):               # when the stack is made (init)
+        Channel(cfg, "x", udp_props(*unique_group()))
 
 
 @pytest.mark.processes

@@ -4,8 +4,9 @@ with the neighbour's host address appended; exit code 0 is an answer. See :mod:`
 Deviations from 2.12, which runs the command on the timer thread and waits for it without bound: the command runs
 on the probe thread, in a session of its own, and is killed (with all its children) after ``timeout`` ms, which
 counts as no answer (Linux's ``ping HOST``, 2.12's default ``cmd``, never ends: use e.g. ``ping -c 1 -W 1``).
-A ``cmd`` that cannot be parsed or whose program is not found fails at start (2.12 logs an error at every probe
-and never suspects anyone); the command is split as a shell would split it, but not run by a shell.
+A ``cmd`` that cannot be parsed or whose program is not found is a ConfigError when the stack is made (2.12 logs
+an error at every probe and never suspects anyone). 2.12 splits ``cmd`` at white space; jgpy splits it as a shell
+would (quotes group words) but runs no shell.
 """
 
 from __future__ import annotations
