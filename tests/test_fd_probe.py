@@ -209,14 +209,30 @@ def test_hostile_icmp_neither_answers_a_probe_nor_breaks_it():
 
 # ---- suspicion and removal, in this process ----
 
-def _suspicion_cluster(proto: str, props: dict[str, str]):
+@pytest.fixture
+def lo_hosts():
+    """Three loopback addresses of this test's own, added to ``lo`` for the test (``ip addr``): 2.12's UDP sets
+    the multicast interface to its bind_addr and finds no interface for an address that lo merely routes, and
+    jgpy members on such an address find each other only by MERGE2, tens of seconds later."""
+    hosts = loopback_hosts(3)
+    added = []
+    try:
+        for h in hosts:
+            subprocess.run(["ip", "addr", "add", f"{h}/32", "dev", "lo"], check=True, capture_output=True, timeout=10)
+            added.append(h)
+        yield hosts
+    finally:
+        for h in added:
+            subprocess.run(["ip", "addr", "del", f"{h}/32", "dev", "lo"], capture_output=True, timeout=10)
+
+
+def _suspicion_cluster(proto: str, props: dict[str, str], hosts: list[str]):
     """Three jgpy members on udp.xml (own group), each bound to its own loopback address, FD_ALL replaced by
     ``proto``; without VERIFY_SUSPECT, which would find the member alive (it is: only its probes fail)."""
     cfg = stock("udp.xml").replace("FD_ALL", proto, props).remove("VERIFY_SUSPECT").remove("FD_SOCK")
     group = udp_props(*unique_group())
-    hosts = loopback_hosts(3)
     members = [make_member("P", f"M{i}", cfg, dict(group, **{"jgroups.bind_addr": h})) for i, h in enumerate(hosts)]
-    return members, hosts
+    return members
 
 
 def _form(members) -> list[str]:
@@ -241,31 +257,34 @@ def _assert_all_answer(fd) -> None:
 
 
 @pytest.mark.processes
-def test_a_neighbour_whose_ping_fails_is_suspected_and_removed(tmp_path):
+@pytest.mark.slow
+def test_a_neighbour_whose_ping_fails_is_suspected_and_removed(tmp_path, lo_hosts):
     """M1 probes M2; the command fails for M2's host once a marker file for it exists."""
     down = tmp_path / "down"
     down.mkdir()
     cmd = script(tmp_path, "probe.sh", f'test ! -e "{down}/$1"')
-    members, hosts = _suspicion_cluster("FD_PING", {"cmd": cmd, "timeout": "300", "max_tries": "2"})
+    members = _suspicion_cluster("FD_PING", {"cmd": cmd, "timeout": "300", "max_tries": "2"}, lo_hosts)
     try:
         _form(members)
         fd = members[1].channel.stack.find("FD_PING")
         _assert_all_answer(fd)
-        (down / hosts[2]).touch()
+        (down / lo_hosts[2]).touch()
         _assert_removed(members, 2, fd)
     finally:
         for m in reversed(members):
             m.close()
 
 
-def test_a_neighbour_that_does_not_answer_icmp_is_suspected_and_removed():
+@pytest.mark.processes
+@pytest.mark.slow
+def test_a_neighbour_that_does_not_answer_icmp_is_suspected_and_removed(lo_hosts):
     """M1 probes M2; from some point on its echo requests to M2's host are dropped (see drop_echo_requests)."""
-    members, hosts = _suspicion_cluster("FD_ICMP", {"timeout": "300", "max_tries": "2"})
+    members = _suspicion_cluster("FD_ICMP", {"timeout": "300", "max_tries": "2"}, lo_hosts)
     try:
         _form(members)
         fd = members[1].channel.stack.find("FD_ICMP")
         _assert_all_answer(fd)
-        drop_echo_requests(fd, hosts[2])
+        drop_echo_requests(fd, lo_hosts[2])
         _assert_removed(members, 2, fd)
     finally:
         for m in reversed(members):
@@ -278,22 +297,6 @@ def liveness_cmd(tmp_path) -> str:
     """A "ping" that answers while a UDP socket is bound to the host: the member's own (each member has its own
     loopback address); 2.12's FD_PING passes the logical name, so members are named by their address."""
     return script(tmp_path, "alive.sh", 'ss -Hanu src "$1" | grep -q .')
-
-
-@pytest.fixture
-def lo_hosts():
-    """Three loopback addresses of this test's own, added to ``lo`` for the test: 2.12's UDP sets the multicast
-    interface to its bind_addr and finds no interface for an address that lo merely routes."""
-    hosts = loopback_hosts(3)
-    added = []
-    try:
-        for h in hosts:
-            subprocess.run(["ip", "addr", "add", f"{h}/32", "dev", "lo"], check=True, capture_output=True, timeout=10)
-            added.append(h)
-        yield hosts
-    finally:
-        for h in added:
-            subprocess.run(["ip", "addr", "del", f"{h}/32", "dev", "lo"], capture_output=True, timeout=10)
 
 
 def java_protocol_ids(tmp_path) -> str:
