@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import socket
 import stat
 import struct
@@ -27,7 +28,7 @@ from jgpy.protocols.fd_ping import FD_PING, parse_cmd
 from jgpy.protocols.fd_probe import ProbeError
 from jgpy.testing.cluster import make_member, stock, wait_all
 from jgpy.testing.java import JGROUPS_JAR, udp_props, unique_group
-from tests.conftest import require_java
+from tests.conftest import require, require_java
 
 
 def loopback_hosts(count: int) -> list[str]:
@@ -83,6 +84,15 @@ def test_a_hanging_command_is_killed_after_timeout_with_its_children(tmp_path):
                 continue
         return False
     assert wait_all(lambda: not sleeping(), 5), "the command's child outlived the timeout"
+
+
+@pytest.mark.processes
+def test_real_ping_from_loopback_and_2_12s_default_cmd():
+    """``ping -c 1 -W 1`` answers from a loopback address; Linux's ``ping HOST`` (2.12's default cmd) never ends:
+    killed after timeout, no answer."""
+    require(None if shutil.which("ping") else "no ping program (apt-get install iputils-ping)")
+    assert fd_ping("ping -c 1 -W 1", timeout=3000).probe(loopback_hosts(1)[0]) is True
+    assert fd_ping("ping", timeout=500).probe("127.0.0.1") is False
 
 
 @pytest.mark.processes
