@@ -39,6 +39,11 @@ def loopback_hosts(count: int) -> list[str]:
     return [f"{base}.{first + i}" for i in range(count)]
 
 
+def require_root() -> None:
+    """Raw ICMP sockets (FD_ICMP, the hostile sender) and loopback aliases need root (or CAP_NET_RAW/ADMIN)."""
+    require(None if os.geteuid() == 0 else "root: raw ICMP sockets and `ip addr add` on lo (run the tests as root)")
+
+
 def script(tmp_path, name: str, body: str) -> str:
     path = tmp_path / name
     path.write_text("#!/bin/sh\n" + body + "\n")
@@ -118,6 +123,7 @@ def test_a_command_that_vanished_is_an_error_not_a_miss(tmp_path):
 # ---- FD_ICMP's echo ----
 
 def test_icmp_echo_from_loopback():
+    require_root()
     f = FD_ICMP()
     f.timeout = 2000
     assert f.probe("127.0.0.1") and f.probe(loopback_hosts(1)[0])
@@ -207,6 +213,7 @@ def drop_echo_requests(fd: FD_ICMP, host: str | None = None) -> None:
 
 
 def test_hostile_icmp_neither_answers_a_probe_nor_breaks_it():
+    require_root()
     fd = FD_ICMP()
     fd.timeout = 700
     with IcmpFlood(fd._ident) as flood:
@@ -224,6 +231,7 @@ def lo_hosts():
     """Three loopback addresses of this test's own, added to ``lo`` for the test (``ip addr``): 2.12's UDP sets
     the multicast interface to its bind_addr and finds no interface for an address that lo merely routes, and
     jgpy members on such an address find each other only by MERGE2, tens of seconds later."""
+    require_root()
     hosts = loopback_hosts(3)
     added = []
     try:
