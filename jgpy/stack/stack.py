@@ -67,6 +67,8 @@ PROTOCOLS: dict[str, str] = {
     "pbcast.STATE_TRANSFER": "jgpy.protocols.pbcast.state_transfer:STATE_TRANSFER",
     "DISCARD": "jgpy.protocols.discard:DISCARD",
     "FD": "jgpy.protocols.fd:FD",
+    "FD_PING": "jgpy.protocols.fd_ping:FD_PING",
+    "FD_ICMP": "jgpy.protocols.fd_icmp:FD_ICMP",
     "FC": "jgpy.protocols.fc:FC",
     "FRAG": "jgpy.protocols.frag:FRAG",
     "AUTH": "jgpy.protocols.auth:AUTH",
@@ -124,7 +126,7 @@ class ProtocolStack:
             prot = cls()
             prot.stack = self
             props = resolve_properties(pc, self.overrides)
-            prot.id = self._protocol_id(pc, props)
+            prot.id = self._protocol_id(pc, props, getattr(cls, "WIRE_NAME", None) or pc.name)
             apply_properties(prot, props, pc.where, self.overrides)
             self.protocols.append(prot)
         if not self.protocols or not getattr(self.protocols[0], "IS_TRANSPORT", False):
@@ -168,7 +170,9 @@ class ProtocolStack:
             else:
                 run, after = [], p
 
-    def _protocol_id(self, pc, props: dict[str, str]) -> int:
+    def _protocol_id(self, pc, props: dict[str, str], wire_name: str) -> int:
+        """``id`` as configured, else that of ``wire_name`` (the protocol's name, or the one whose headers a
+        protocol class sends as its ``WIRE_NAME`` says) in the 2.12 table; 0 for none."""
         if "id" in props:
             raw = props.pop("id")
             try:
@@ -176,7 +180,7 @@ class ProtocolStack:
             except ValueError:
                 raise ConfigError(f"{pc.where}{pc.name}: property id={raw!r} is not a number") from None
         try:
-            return self.dialect.protocol_id(pc.name)
+            return self.dialect.protocol_id(wire_name)
         except KeyError:
             return 0   # protocols without an id (MERGE2, BARRIER) send no headers, as in JGroups
 
