@@ -46,12 +46,13 @@ $(VENV)/.editable: setup.py pyproject.toml | $(VENV)/.deps
 build: deps $(EDITABLE)
 	$(VPY) setup.py -q build_ext --inplace
 
-# the Java peer: a JDK and Debian's JGroups 2.12.2 jar (installed when missing and we are root)
+# the Java peer: a JDK and Debian's JGroups 2.12.2 jar, with BeanShell (bsh.xml) and ping (FD_PING's command)
+# (installed when missing and we are root)
 java-peer:
-	@if ! command -v javac >/dev/null 2>&1 || [ ! -f $(JAR) ] || [ ! -f /usr/share/java/bsh.jar ]; then \
+	@if ! command -v javac >/dev/null 2>&1 || [ ! -f $(JAR) ] || [ ! -f /usr/share/java/bsh.jar ] || ! command -v ping >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing the Java peer: default-jdk-headless libjgroups-java libbsh-java"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless libjgroups-java libbsh-java >/dev/null; \
+	    echo "installing the Java peer: default-jdk-headless libjgroups-java libbsh-java iputils-ping"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless libjgroups-java libbsh-java iputils-ping >/dev/null; \
 	  elif [ "$${CI:-}" = "true" ]; then \
 	    echo "CI=true but the Java peer (javac + $(JAR)) is missing and we are not root to install it" >&2; exit 1; \
 	  else \
