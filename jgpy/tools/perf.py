@@ -357,6 +357,11 @@ class Cluster:
         for m in self.members:
             rep = m.call("await_view", wait=timeout + 5, members=len(self.members), timeout=timeout)
             self.named = self.named and None not in rep.get("members", ())
+        # a member reports its view from its delivery thread, after the channel has it: wait for the reports (else
+        # one that comes late counts as a view change during the first measurement)
+        deadline = time.monotonic() + 10
+        while any(m.views[-1:] != [len(self.members)] for m in self.members) and time.monotonic() < deadline:
+            time.sleep(0.02)
         if not self.use_flush:
             self.first_multicasts_alone()
         for m in self.members:
