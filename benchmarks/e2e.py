@@ -349,7 +349,9 @@ def run_tcpnio_rows(scale: float, reps: int, java: bool = True) -> tuple[list, l
 #: the jar's smack_tunnel.xml (TUNNEL, FD_SIMPLE, UNICAST, SMACK: no discovery, no GMS; every multicast acked by every
 #: member) but for TUNNEL's router_port (12001 in the file), through one jgpy GossipRouter. 2.12's members connect with
 #: JChannel.connect(cluster, false) and each member sends a first multicast alone (jgpy.tools.perf.NO_FLUSH_PROTOCOLS);
-#: without discovery nobody knows a name, so multicasts only
+#: without discovery nobody knows a name, so multicasts only. Few messages: SMACK has no flow control, and a jgpy sender
+#: of 20,000 outran a Java receiver until SMACK's retransmissions (after 1 s) of thousands of unacked messages drowned it
+#: (GBs of heap, never complete); 10,000 are sent before the first retransmission is due
 SMACK_CONFIG = "smack_tunnel.xml"
 SMACK_ROUTER = "jgpy"
 SMACK_TWO = [Workload("smack_mcast_1k_2", "smack_tunnel.xml: 1 KB multicast, 1 sender, 2 members", "mcast", 1000,
