@@ -346,6 +346,38 @@ def run_tcpnio_rows(scale: float, reps: int, java: bool = True) -> tuple[list, l
     return P.run_suite(gs, reps=reps, config=TCPNIO_CONFIG, progress=progress, warmup=min(1.0, scale)), gs[0][1]
 
 
+#: the jar's smack_tunnel.xml (TUNNEL, FD_SIMPLE, UNICAST, SMACK: no discovery, no GMS; every multicast acked by every
+#: member) but for TUNNEL's router_port (12001 in the file), through one jgpy GossipRouter. 2.12's members connect with
+#: JChannel.connect(cluster, false) and each member sends a first multicast alone (jgpy.tools.perf.NO_FLUSH_PROTOCOLS);
+#: without discovery nobody knows a name, so multicasts only. Few messages: SMACK has no flow control, and a jgpy sender
+#: of 20,000 outran a Java receiver until SMACK's retransmissions (after 1 s) of thousands of unacked messages drowned it
+#: (GBs of heap, never complete); 10,000 are sent before the first retransmission is due
+SMACK_CONFIG = "smack_tunnel.xml"
+SMACK_ROUTER = "jgpy"
+SMACK_TWO = [Workload("smack_mcast_1k_2", "smack_tunnel.xml: 1 KB multicast, 1 sender, 2 members", "mcast", 1000,
+                      10_000, 1_000, 2)]
+
+
+def smack_config(router_port: int) -> str:
+    """``build/smack-tunnel.xml``: the jar's smack_tunnel.xml with TUNNEL's router_port (written each run)."""
+    from jgpy.stack.config import load_config
+    cfg = load_config(SMACK_CONFIG).with_properties("TUNNEL", router_port=str(router_port))
+    path = ROOT / "build" / "smack-tunnel.xml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(cfg.to_xml())
+    return str(path)
+
+
+def run_smack_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The smack_tunnel.xml rows (``SMACK_TWO``, through a :data:`SMACK_ROUTER` router process): (records,
+    workloads). A short warm-up, as the tunnel rows."""
+    gs = [(["JJ", "PP", "JP"] if java else ["PP"], [w.scaled(scale) for w in SMACK_TWO])]
+    with RouterProcess(SMACK_ROUTER) as r:
+        records = P.run_suite(gs, reps=reps, config=smack_config(r.port), progress=progress,
+                              warmup=min(0.05, scale), props=router_props([r.port]))
+    return records, gs[0][1]
+
+
 #: the row sets beyond udp.xml, tcp.xml, flush-udp.xml and sequencer.xml: name -> (rows(scale, reps, java) ->
 #: (records, workloads), the config they run); ``run(extras=...)`` and ``--only NAME`` pick them
 EXTRA_ROWS = {
@@ -354,6 +386,7 @@ EXTRA_ROWS = {
     "tunnel": (run_tunnel_rows, TUNNEL_CONFIG),
     "largecluster": (run_largecluster_rows, LC_CONFIG),
     "tcpnio": (run_tcpnio_rows, TCPNIO_CONFIG),
+    "smack": (run_smack_rows, SMACK_CONFIG),
 }
 
 
@@ -363,7 +396,8 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
     the tcp.xml workloads (``TCP_TWO``, their rows' keys start with ``tcp_``); ``flush``: the flush-udp.xml
     workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
     workloads (``seq_``); ``extras``: the row sets of :data:`EXTRA_ROWS` to run (ENCRYPT ``enc_``, compress.xml
-    ``compress_``, tunnel.xml through Java's and jgpy's routers ``tunnel_``, udp-largecluster.xml ``lc_``)."""
+    ``compress_``, tunnel.xml through Java's and jgpy's routers ``tunnel_``, udp-largecluster.xml ``lc_``,
+    tcp-nio.xml ``tcpnio_``, smack_tunnel.xml ``smack_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -521,6 +555,10 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     if t:
         add("tcp-nio.xml: throughput jgpy / Java, 1 KB multicast", _med(t.get("jgpy"), "recv_msgs_per_s"),
             _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+    t = rows.get("smack_mcast_1k_2", {})
+    if t:
+        add(f"smack_tunnel.xml through {SMACK_ROUTER}'s GossipRouter: throughput jgpy / Java, 1 KB multicast",
+            _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
     t = rows.get("lc_unicast_1k", {})
     if t:
         add("udp-largecluster.xml (UNICAST2): throughput jgpy / Java, 1 KB unicast",
@@ -755,7 +793,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--only-flush", action="store_true", help="only the flush-udp.xml rows and the flush latency")
     ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
     ap.add_argument("--only", choices=sorted(EXTRA_ROWS), help="only one of the extra row sets (encrypt: udp.xml + "
-                    "encrypt.xml's ENCRYPT; compress; tunnel: Java's and jgpy's router; largecluster: UNICAST2; tcpnio: tcp-nio.xml)")
+                    "encrypt.xml's ENCRYPT; compress; tunnel: Java's and jgpy's router; largecluster: UNICAST2; tcpnio: tcp-nio.xml; smack: smack_tunnel.xml)")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members

@@ -100,7 +100,8 @@ def test_members_reject_bad_commands():
         m = MemberProcess(kind, f"{kind}x", "perf-bad", "udp.xml", {})
         try:
             assert m.wait_event(lambda e: e.get("event") == "started", 60) is not None, m.log_tail()
-            for cmd, args in (("nonsense", {}), ("go", {"run": 1}), ("arm", {"role": "juggler", "size": 100})):
+            for cmd, args in (("nonsense", {}), ("go", {"run": 1}), ("arm", {"role": "juggler", "size": 100}),
+                              ("connect", {"use_flush": "no"})):
                 with pytest.raises(PerfError):
                     m.call(cmd, wait=30, **args)
             m.call("stop", wait=30, run=7)                     # nothing armed: a no-op, answered
@@ -115,8 +116,8 @@ def test_members_reject_bad_commands():
 @pytest.mark.timeout(600)                      # ~200 s on a quiet machine: every row set starts its clusters
 def test_e2e_suite_tiny(tmp_path):
     """The whole end-to-end suite at a few hundred messages per run, 1 repetition: every cluster (Java-only,
-    jgpy-only, mixed; 2 and 3 members; udp.xml, tcp.xml, sequencer.xml, compress.xml and tunnel.xml) completes every workload, and the tables and plots
-    render."""
+    jgpy-only, mixed; 2 and 3 members; udp.xml, tcp.xml, sequencer.xml, compress.xml, tunnel.xml, smack_tunnel.xml ...)
+    completes every workload, and the tables and plots render."""
     import json
 
     from benchmarks import e2e
@@ -136,7 +137,8 @@ def test_e2e_suite_tiny(tmp_path):
     assert len(res["flush_latency"]) == 8 and all(r["flushes"] > 0 for r in res["flush_latency"])
     for w in e2e.SEQ_TWO + e2e.SEQ_THREE:                       # sequencer.xml: every member sends
         assert {(w.key, c) for c in ("java", "jgpy", "mixed")} <= cols
-    for w in e2e.ENC_TWO + e2e.COMPRESS_TWO + e2e.LC_TWO + e2e.TCPNIO_TWO:   # ENCRYPT; compress; UNICAST2; TCP_NIO
+    for w in e2e.ENC_TWO + e2e.COMPRESS_TWO + e2e.LC_TWO + e2e.TCPNIO_TWO + e2e.SMACK_TWO:   # ENCRYPT; compress;
+        # UNICAST2; TCP_NIO; SMACK
         assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
     for router in e2e.TUNNEL_ROUTERS:                          # tunnel.xml through Java's and jgpy's router
         assert {(e2e.tunnel_workload(router).key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
@@ -158,6 +160,7 @@ def test_e2e_suite_tiny(tmp_path):
     assert "| tunnel.xml through jgpy's GossipRouter: throughput jgpy / Java, 1 KB multicast |" in md
     assert "| udp-largecluster.xml (UNICAST2): throughput jgpy / Java, 1 KB unicast |" in md
     assert "| tcp-nio.xml: throughput jgpy / Java, 1 KB multicast |" in md
+    assert "| smack_tunnel.xml through jgpy's GossipRouter: throughput jgpy / Java, 1 KB multicast |" in md
     json.dumps(res)                                            # the JSON file can be written
     pngs = e2e.plots(res, tmp_path)
     if importlib.util.find_spec("matplotlib") is None:
@@ -165,6 +168,26 @@ def test_e2e_suite_tiny(tmp_path):
         require("matplotlib is not installed: no plots (pip install matplotlib, or make deps)")
     assert sorted(p.name for p in pngs) == ["latency_cdf.png", "throughput_by_size.png"]
     assert all(p.stat().st_size > 10_000 for p in pngs)
+
+
+@pytest.mark.processes
+@pytest.mark.interop
+def test_smack_rows_tiny():
+    """The smack_tunnel.xml row set alone (``--only smack``) at a few dozen messages: Java (connected with
+    connect(cluster, false)), jgpy and mixed clusters without discovery form, each member's first multicast goes
+    alone, and the 1 KB multicasts arrive, whoever sends; the row renders."""
+    from benchmarks import e2e
+    from tests.conftest import require_java
+
+    require_java()
+    recs, ws = e2e.run_smack_rows(0.002, 1)
+    assert [w.key for w in ws] == ["smack_mcast_1k_2"]
+    bad = [(r["column"], [x["errors"] for x in r["runs"]]) for r in recs if not r["complete"]]
+    assert not bad, bad
+    assert {r["column"] for r in recs} == {"java", "jgpy", "mixed_j", "mixed_p"}
+    assert all(r["recv_msgs_per_s"]["median"] > 0 for r in recs)
+    md = "\n".join(e2e.markdown({"records": recs, "raw": {}, "flush_latency": [], "jvm": ""}))
+    assert "| smack_tunnel.xml through jgpy's GossipRouter: throughput jgpy / Java, 1 KB multicast |" in md
 
 
 @pytest.mark.processes

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from jgpy import Channel, Receiver
-from jgpy.stack.config import load_config
+from jgpy.stack.config import load_config, parse_xml
 from jgpy.testing.cluster import wait_all
 
 CONFIG = load_config("shared-loopback.xml")
@@ -38,14 +38,14 @@ class Recorder(Receiver):
 def channels():
     made: list[Channel] = []
 
-    def make(n: int, cluster: str | None = None, config=CONFIG, first: int = 0) -> list[Channel]:
+    def make(n: int, cluster: str | None = None, config=CONFIG, first: int = 0, **connect) -> list[Channel]:
         cluster = cluster or f"sl-{uuid.uuid4().hex[:8]}"
         out = []
         for i in range(first, first + n):
             ch = Channel(config, f"M{i}")
             ch.receiver = Recorder()
             made.append(ch)
-            ch.connect(cluster)
+            ch.connect(cluster, **connect)
             out.append(ch)
         return out
     yield make
@@ -82,6 +82,17 @@ def test_an_in_process_cluster_forms_and_keeps_fifo_without_sockets(channels):
             got = [m[2] for m in ch.receiver.msgs if m[0] == sender.name and m[1]]
             assert got == [b"%s:%d" % (sender.name.encode(), i) for i in range(300)]
     assert [m[2] for m in chs[2].receiver.msgs if not m[1]] == [b"u%d" % i for i in range(100)]
+
+
+def test_connect_without_flush_and_without_gms(channels):
+    """connect(cluster, use_flush=False) (JChannel.connect(cluster, false)) on a stack without GMS (which hands the
+    transport a plain name): the transport takes the cluster name from CONNECT's ConnectArg, a str subclass that
+    the C codecs refused."""
+    cfg = parse_xml('<config><SHARED_LOOPBACK/><SMACK print_local_addr="false"/></config>')
+    a, b = channels(2, config=cfg, use_flush=False)
+    a.send(None, b"hi")
+    assert wait_all(lambda: [m[2] for m in b.receiver.msgs] == [b"hi"], 10)
+    assert type(a.cluster_name) is str
 
 
 def test_state_transfer_and_leaves(channels):

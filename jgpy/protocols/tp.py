@@ -270,10 +270,11 @@ class TP(TransportCore, Protocol):
             self.handle_local_address(evt.arg)
             return None
         if t == EventType.CONNECT:
-            self.stack.cluster_name = evt.arg
+            cluster = str(evt.arg)          # a plain str: the C codecs refuse ConnectArg (connect(use_flush=False))
+            self.stack.cluster_name = cluster
             self.dialect = self.stack.dialect
-            self.cluster_utf = utf_encode(evt.arg)
-            self.tp_header = TpHeader(evt.arg)
+            self.cluster_utf = utf_encode(cluster)
+            self.tp_header = TpHeader(cluster)
             return None
         if t in (EventType.VIEW_CHANGE, EventType.TMP_VIEW):
             self.members = list(evt.arg.members or ())

@@ -1,8 +1,8 @@
 """One jgpy member of the end-to-end benchmark: the twin of ``interop/.../PerfNode.java``.
 
 Run as ``python -m jgpy perf --member --name P1 --cluster C [--config udp.xml] [--prop key=value ...]``.
-It speaks the same JSON-line commands as the Java program (``connect``, ``await_view``, ``arm``, ``go``,
-``stop``, ``exit``; see ``benchmarks/README.md``), builds the same payloads (int run id, phase byte, int
+It speaks the same JSON-line commands as the Java program (``connect`` with an optional ``use_flush``,
+``await_view``, ``arm``, ``go``, ``stop``, ``exit``; see ``benchmarks/README.md``), builds the same payloads (int run id, phase byte, int
 round, zeros) and reports the same result line, so both kinds run exactly the same workload.
 """
 
@@ -97,9 +97,12 @@ class Member:
     def cmd_connect(self, c: dict) -> dict:
         from jgpy import Channel
 
+        use_flush = c.get("use_flush", True)
+        if not isinstance(use_flush, bool):
+            raise ValueError(f"use_flush must be true or false, got {use_flush!r}")
         t0 = time.monotonic()
         self.ch = Channel(self.config, self.name, self.props, _receiver(self))
-        self.ch.connect(self.cluster)
+        self.ch.connect(self.cluster, use_flush=use_flush)
         self.me = self.ch.address
         return {"view": len(self.ch.view.members), "seconds": time.monotonic() - t0}
 

@@ -34,7 +34,8 @@ import java.util.concurrent.TimeUnit;
  * </pre>
  *
  * Commands ({@code {"cmd": ..., "id": n, ...}}, each answered by {@code {"reply": n, "ok": true, ...}}):
- * {@code connect}, {@code await_view {members, timeout}}, {@code arm {run, role, size, count, warmup, expect,
+ * {@code connect {use_flush}} (optional {@code use_flush}: false connects with {@code JChannel.connect(cluster, false)},
+ * which a stack without GMS needs, e.g. SMACK's), {@code await_view {members, timeout}}, {@code arm {run, role, size, count, warmup, expect,
  * dest, timeout}} (role: sender, receiver, both, requester, responder, idle), {@code go {run}} (starts the
  * sender/requester; returns at once), {@code stop {run}}, {@code exit}. A measurement ends with one
  * {@code {"event": "result", "run": r, ...}} line.
@@ -131,7 +132,7 @@ public final class PerfNode {
                 String name=String.valueOf(cmd.get("cmd"));
                 Map<String,Object> rep;
                 switch(name) {
-                    case "connect":    rep=connect(); break;
+                    case "connect":    rep=connect(cmd); break;
                     case "await_view": rep=awaitView(cmd); break;
                     case "arm":        rep=arm(cmd); break;
                     case "go":         rep=go(cmd); break;
@@ -153,12 +154,16 @@ public final class PerfNode {
         Runtime.getRuntime().halt(0);             // stdin closed: the driver is gone
     }
 
-    Map<String,Object> connect() throws Exception {
+    Map<String,Object> connect(Map<String,Object> cmd) throws Exception {
+        Object useFlush=cmd.get("use_flush");
+        if(useFlush != null && !(useFlush instanceof Boolean))
+            throw new IllegalArgumentException("use_flush must be true or false, got " + useFlush);
         long t0=System.nanoTime();
         ch=new JChannel(opts.getOrDefault("config", "udp.xml"));
         ch.setName(opts.get("name"));
         ch.setReceiver(new Recv());
-        ch.connect(opts.get("cluster"));
+        if(useFlush == null) ch.connect(opts.get("cluster"));
+        else ch.connect(opts.get("cluster"), (Boolean)useFlush);
         self=ch.getAddress();
         return Json.obj("view", (long)ch.getView().size(), "seconds", (System.nanoTime() - t0) / 1e9);
     }
