@@ -378,6 +378,26 @@ def run_smack_rows(scale: float, reps: int, java: bool = True) -> tuple[list, li
     return records, gs[0][1]
 
 
+#: jgpy's own protocols (not in the jar, so no Java peer): PBCAST (pbcast-udp.xml: in place of NAKACK and STABLE) and
+#: TOTAL (total-udp.xml: above GMS); jgpy-only clusters, udp.xml's jgpy row (NAKACK) is their reference
+OWN_CONFIGS = {"pbcast": "pbcast-udp.xml", "total": "total-udp.xml"}
+
+
+def own_workload(name: str) -> Workload:
+    return Workload(f"own_{name}_mcast_1k_2", f"{OWN_CONFIGS[name]} (jgpy only): 1 KB multicast, 1 sender, 2 members",
+                    "mcast", 1000, 20_000, 2_000, 2)
+
+
+def run_own_rows(scale: float, reps: int, java: bool = True) -> tuple[list, list]:
+    """The rows of jgpy's own protocols (:data:`OWN_CONFIGS`, jgpy clusters only): (records, workloads)."""
+    records, workloads = [], []
+    for name, config in OWN_CONFIGS.items():
+        w = own_workload(name).scaled(scale)
+        records += P.run_suite([(["PP"], [w])], reps=reps, config=config, progress=progress, warmup=min(1.0, scale))
+        workloads.append(w)
+    return records, workloads
+
+
 #: the row sets beyond udp.xml, tcp.xml, flush-udp.xml and sequencer.xml: name -> (rows(scale, reps, java) ->
 #: (records, workloads), the config they run); ``run(extras=...)`` and ``--only NAME`` pick them
 EXTRA_ROWS = {
@@ -387,6 +407,7 @@ EXTRA_ROWS = {
     "largecluster": (run_largecluster_rows, LC_CONFIG),
     "tcpnio": (run_tcpnio_rows, TCPNIO_CONFIG),
     "smack": (run_smack_rows, SMACK_CONFIG),
+    "own": (run_own_rows, OWN_CONFIGS["pbcast"]),
 }
 
 
@@ -397,7 +418,7 @@ def run(scale: float = 1.0, reps: int = 3, members3: bool = True, config: str = 
     workloads (``flush_``) and the flush latency (``flush_latency``); ``sequencer``: the sequencer.xml
     workloads (``seq_``); ``extras``: the row sets of :data:`EXTRA_ROWS` to run (ENCRYPT ``enc_``, compress.xml
     ``compress_``, tunnel.xml through Java's and jgpy's routers ``tunnel_``, udp-largecluster.xml ``lc_``,
-    tcp-nio.xml ``tcpnio_``, smack_tunnel.xml ``smack_``)."""
+    tcp-nio.xml ``tcpnio_``, smack_tunnel.xml ``smack_``, jgpy's PBCAST and TOTAL ``own_``)."""
     started = time.time()
     reason = java_unavailable_reason()
     if reason:
@@ -559,6 +580,11 @@ def headline(result: dict) -> list[tuple[str, str, str, str]]:
     if t:
         add(f"smack_tunnel.xml through {SMACK_ROUTER}'s GossipRouter: throughput jgpy / Java, 1 KB multicast",
             _med(t.get("jgpy"), "recv_msgs_per_s"), _med(t.get("java"), "recv_msgs_per_s"), "msgs/s")
+    for name, config in OWN_CONFIGS.items():
+        t = rows.get(own_workload(name).key, {})
+        if t:
+            add(f"{config} ({name.upper()}, jgpy's own) / udp.xml (NAKACK), jgpy, 1 KB multicast",
+                _med(t.get("jgpy"), "recv_msgs_per_s"), p, "msgs/s")
     t = rows.get("lc_unicast_1k", {})
     if t:
         add("udp-largecluster.xml (UNICAST2): throughput jgpy / Java, 1 KB unicast",
@@ -793,7 +819,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--only-flush", action="store_true", help="only the flush-udp.xml rows and the flush latency")
     ap.add_argument("--only-sequencer", action="store_true", help="only the sequencer.xml rows")
     ap.add_argument("--only", choices=sorted(EXTRA_ROWS), help="only one of the extra row sets (encrypt: udp.xml + "
-                    "encrypt.xml's ENCRYPT; compress; tunnel: Java's and jgpy's router; largecluster: UNICAST2; tcpnio: tcp-nio.xml; smack: smack_tunnel.xml)")
+                    "encrypt.xml's ENCRYPT; compress; tunnel: Java's and jgpy's router; largecluster: UNICAST2; tcpnio: tcp-nio.xml; smack: smack_tunnel.xml; own: "
+                    "jgpy's PBCAST and TOTAL, jgpy only)")
     ap.add_argument("--plots", default="", help="write the PNG plots into this directory")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))        # finally blocks reap the members

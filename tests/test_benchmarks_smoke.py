@@ -142,6 +142,7 @@ def test_e2e_suite_tiny(tmp_path):
         assert {(w.key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
     for router in e2e.TUNNEL_ROUTERS:                          # tunnel.xml through Java's and jgpy's router
         assert {(e2e.tunnel_workload(router).key, c) for c in ("java", "jgpy", "mixed_j", "mixed_p")} <= cols
+    assert {(e2e.own_workload(name).key, "jgpy") for name in e2e.OWN_CONFIGS} <= cols     # PBCAST, TOTAL: jgpy only
     for r in res["records"]:
         if r["pattern"] in RTT_PATTERNS:
             assert r["rtt_p99_us"]["median"] > 0
@@ -161,6 +162,7 @@ def test_e2e_suite_tiny(tmp_path):
     assert "| udp-largecluster.xml (UNICAST2): throughput jgpy / Java, 1 KB unicast |" in md
     assert "| tcp-nio.xml: throughput jgpy / Java, 1 KB multicast |" in md
     assert "| smack_tunnel.xml through jgpy's GossipRouter: throughput jgpy / Java, 1 KB multicast |" in md
+    assert "| pbcast-udp.xml (PBCAST, jgpy's own) / udp.xml (NAKACK), jgpy, 1 KB multicast |" in md
     json.dumps(res)                                            # the JSON file can be written
     pngs = e2e.plots(res, tmp_path)
     if importlib.util.find_spec("matplotlib") is None:

@@ -143,8 +143,17 @@ def test_lock_service_demo_and_a_jgpy_member_contend(tmp_path, udp_group, demo_f
             if demo_first:
                 wait_until(lambda: "L" not in demo.server_locks(), 10, msg="the demo's server released L")
 
+        def cancelled_at_the_server() -> None:
+            """After a timed-out try of ours, with the demo as server: its server drops our request from the
+            lock's queue on a protocol thread while the demo's command loop prints the locks, and 2.12's
+            ServerLock.toString iterates that queue unguarded (a ConcurrentModificationException ended the demo
+            in CI). Nothing tells when the cancel was handled: give it time before the next command."""
+            if demo_first:
+                time.sleep(0.5)
+
         assert held_by_demo(demo.run("lock L"), "L")                       # the demo takes L
         assert lock.try_lock(0.5) is False                                  # jgpy waits for it in vain
+        cancelled_at_the_server()
         assert LockDemo.my_locks(demo.run("unlock L")) == ""
         released_at_the_server()
         assert lock.try_lock(10.0)                                          # now jgpy holds it
@@ -175,6 +184,7 @@ def test_lock_service_demo_and_a_jgpy_member_contend(tmp_path, udp_group, demo_f
         assert lock.try_lock(0.3) is False
         lock2 = service.get_lock("L2")
         assert lock2.try_lock(0.3) is False
+        cancelled_at_the_server()
         assert LockDemo.my_locks(demo.run("unlock all")) == ""
         released_at_the_server()
         assert lock.try_lock(10.0) and lock2.try_lock(10.0)
