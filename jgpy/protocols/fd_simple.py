@@ -103,11 +103,7 @@ class FD_SIMPLE(Protocol):  # noqa: N801 - the JGroups name
             if src not in seen:
                 seen.add(src)
                 self._reset(src)
-        mine, others = self.split_mine(msgs)
-        if mine:
-            self._guard.each(mine, self._handle)
-        if others:
-            self.up_prot.up_batch(others)
+        self._guard.each_mine(msgs, self._handle)
 
     def _handle(self, msg: Message) -> None:
         kind = msg.get_header(self.id).type

@@ -120,11 +120,7 @@ class MERGE3(Protocol):
         return UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
-        mine, rest = self.split_mine(msgs)
-        if mine:
-            self._guard.each(mine, self._handle)
-        if rest:
-            self.up_prot.up_batch(rest)
+        self._guard.each_mine(msgs, self._handle)
 
     def _handle(self, msg: Message) -> None:
         self.counters["announcements_received"] += 1

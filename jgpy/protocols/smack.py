@@ -209,11 +209,7 @@ class SMACK(Protocol):
         return UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
-        mine, others = self.split_mine(msgs)
-        if mine:
-            self._guard.each(mine, self._handle)
-        if others:
-            self.up_prot.up_batch(others)
+        self._guard.each_mine(msgs, self._handle)
 
     def _handle(self, msg: Message) -> None:
         if msg.flags & NO_RELIABILITY:           # 2.12 does nothing with such a message but pass it up

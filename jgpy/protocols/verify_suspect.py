@@ -129,11 +129,7 @@ class VERIFY_SUSPECT(Protocol):  # noqa: N801 - the JGroups name
         return UP_HEADER
 
     def up_batch(self, msgs: list) -> None:
-        mine, rest = self.split_mine(msgs)
-        if mine:
-            self._guard.each(mine, self._handle_msg)
-        if rest:
-            self.up_prot.up_batch(rest)
+        self._guard.each_mine(msgs, self._handle_msg)
 
     def _handle_msg(self, msg: Message) -> None:
         self._handle(msg, msg.get_header(self.id))
