@@ -134,8 +134,8 @@ def messages(draw, with_addrs=True, java=False):
     return m
 
 
-java_objects = st.one_of(
-    st.builds(JavaObject, st.just("null"), st.none()),
+# the boxed primitives, as JavaObjects (setObject's and Util.objectToStream's alike)
+java_primitives = (
     st.builds(JavaObject, st.just("Boolean"), st.booleans()),
     st.builds(JavaObject, st.just("Byte"), i8),
     st.builds(JavaObject, st.just("Short"), i16),
@@ -144,6 +144,11 @@ java_objects = st.one_of(
     st.builds(JavaObject, st.just("Character"), st.characters(max_codepoint=0xFFFF)),
     st.builds(JavaObject, st.just("Double"), st.floats(allow_nan=False)),
     st.builds(JavaObject, st.just("Float"), st.floats(width=32, allow_nan=False)),
+)
+
+java_objects = st.one_of(
+    st.builds(JavaObject, st.just("null"), st.none()),
+    *java_primitives,
     st.builds(JavaObject, st.just("String"), st.text(st.characters(max_codepoint=0xFF), max_size=30)),
     st.builds(JavaObject, st.just("byte[]"), small_bytes),
     st.builds(JavaObject, st.just("Serializable"), small_bytes),
@@ -167,14 +172,7 @@ def _object_stream(value) -> bytes:
 # Util.objectToStream's values (a PullHeader's identifier): what reads back as written (a Streamable jgpy reads
 # amid other data, a Serializable as its object stream), null as None
 stream_objects = st.none() | st.one_of(
-    st.builds(JavaObject, st.just("Boolean"), st.booleans()),
-    st.builds(JavaObject, st.just("Byte"), i8),
-    st.builds(JavaObject, st.just("Short"), i16),
-    st.builds(JavaObject, st.just("Integer"), i32),
-    st.builds(JavaObject, st.just("Long"), i64),
-    st.builds(JavaObject, st.just("Character"), st.characters(max_codepoint=0xFFFF)),
-    st.builds(JavaObject, st.just("Double"), st.floats(allow_nan=False)),
-    st.builds(JavaObject, st.just("Float"), st.floats(width=32, allow_nan=False)),
+    *java_primitives,
     st.builds(JavaObject, st.just("String"), jtext),
     st.builds(JavaObject, st.just("byte[]"), small_bytes),
     st.builds(JavaObject, st.just("Serializable"), (jtext | plain_uuids).map(_object_stream)),

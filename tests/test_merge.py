@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Callable, Iterator
 
 import pytest
 
@@ -133,6 +134,22 @@ class ProcCluster:
     def heal(self) -> None:
         for m in self.members:
             m.node.call("discard", ignore=[])
+
+
+def proc_clusters(config) -> Iterator[Callable[[str], ProcCluster]]:
+    """A fixture body: ``make(kinds)`` gives a :class:`ProcCluster` on ``config`` (Java required when ``kinds``
+    has a J); every cluster made is closed at the end."""
+    made: list[ProcCluster] = []
+
+    def make(kinds: str) -> ProcCluster:
+        if "J" in kinds:
+            require_java()
+        c = ProcCluster(kinds, config=config)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        c.close()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from jgpy.headers import CoordAnnouncement
 from jgpy.protocols.merge3 import MERGE3
 from jgpy.stack.events import EventType
 from tests.fakestack import FakeStack
-from tests.test_merge import ProcCluster, merge_config, merge_views
+from tests.test_merge import merge_config, merge_views, proc_clusters
 
 MERGE3_ID = 34
 
@@ -22,18 +22,7 @@ def merge3_config():
 
 @pytest.fixture
 def merge3_cluster():
-    from tests.conftest import require_java
-    made = []
-
-    def make(kinds: str) -> ProcCluster:
-        if "J" in kinds:
-            require_java()
-        c = ProcCluster(kinds, config=merge3_config())
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.close()
+    yield from proc_clusters(merge3_config())
 
 
 @pytest.mark.interop

@@ -15,7 +15,7 @@ from jgpy.headers import MergefastHeader
 from jgpy.protocols.mergefast import MERGEFAST
 from jgpy.stack.events import EventType
 from tests.fakestack import TP_ID, FakeStack
-from tests.test_merge import ProcCluster, merge_config, merge_views
+from tests.test_merge import merge_config, merge_views, proc_clusters
 
 MERGEFAST_ID = 35
 JAVA_MERGEFAST = "org.jgroups.protocols.MERGEFAST"
@@ -230,18 +230,7 @@ def _tp_header():
 
 @pytest.fixture
 def mergefast_cluster():
-    from tests.conftest import require_java
-    made = []
-
-    def make(kinds: str) -> ProcCluster:
-        if "J" in kinds:
-            require_java()
-        c = ProcCluster(kinds, config=mergefast_config())
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.close()
+    yield from proc_clusters(mergefast_config())
 
 
 @pytest.mark.interop
