@@ -254,21 +254,27 @@ def test_a_waiting_member_takes_the_key_only_from_its_key_server(stacks):
         b.tp.inject([sk])
     assert b.prot.counters["secretkeys_refused"] == 1 and b.prot.counters["keys_installed"] == 1
     assert b.prot.cipher.key == evil          # (the key server is trusted: that is the key exchange)
-    bad = Message(b.local_addr, os.urandom(128), coord)
-    bad.put_header(ENC_ID, EncryptHeader(SECRETKEY, "v"))
+    # undecodable: a cipher text one byte short of the RSA modulus (random bytes of the right length are no test:
+    # OpenSSL >= 3.2 rejects bad PKCS#1 padding implicitly, with a pseudo-random plain text), and a well-encrypted
+    # key of a size AES does not take
+    short = Message(b.local_addr, encrypt_for(b.prot._keypair.public_der, evil)[:-1], coord)
+    odd = Message(b.local_addr, encrypt_for(b.prot._keypair.public_der, bytes(5)), coord)
     b.install_view([stranger, b.local_addr], 2)
-    b.tp.inject([bad])
-    assert b.prot.counters["secretkeys_malformed"] == 0 and b.prot.counters["secretkeys_refused"] == 2
-    bad.src = stranger
-    b.tp.inject([bad])
-    assert b.prot.counters["secretkeys_malformed"] == 1
+    for bad in (short, odd):
+        bad.put_header(ENC_ID, EncryptHeader(SECRETKEY, "v"))
+        b.tp.inject([bad])
+    assert b.prot.counters["secretkeys_malformed"] == 0 and b.prot.counters["secretkeys_refused"] == 3
+    for bad in (short, odd):
+        bad.src = stranger
+        b.tp.inject([bad])
+    assert b.prot.counters["secretkeys_malformed"] == 2 and b.prot.cipher.key == evil
 
 
 def test_wrong_key_tampered_truncated_and_clear_messages_are_dropped_alone(stacks):
     a, b = stacks(2)
     joined(a, b)
     c = a.prot.cipher
-    wrong = SymmetricCipher("AES", os.urandom(16))
+    wrong = _a_key_whose_text_fails_under(c, b"w2")
 
     def enc(cipher, text: bytes, version=None) -> Message:
         m = Message(None, cipher.encrypt(text), a.local_addr)
@@ -285,6 +291,18 @@ def test_wrong_key_tampered_truncated_and_clear_messages_are_dropped_alone(stack
     assert payloads(b) == [b"ok-1", b"ok-2"]
     st = b.prot.counters
     assert (st["dropped_unknown_version"], st["dropped_undecryptable"], st["dropped_no_header"]) == (1, 3, 1)
+
+
+def _a_key_whose_text_fails_under(cipher: SymmetricCipher, text: bytes) -> SymmetricCipher:
+    """A random AES key whose encryption of ``text`` does not decrypt under ``cipher`` (about 1 key in 256 yields
+    valid PKCS5 padding by chance: such a message would be delivered as garbage, as in Java)."""
+    for _ in range(64):
+        wrong = SymmetricCipher("AES", os.urandom(16))
+        try:
+            cipher.decrypt(wrong.encrypt(text))
+        except ValueError:
+            return wrong
+    raise AssertionError("64 random keys in a row decrypted under the group key")
 
 
 def _bad_padding_block(cipher: SymmetricCipher) -> bytes:

@@ -441,6 +441,9 @@ class ENCRYPT(Protocol):
                              self.local_addr, msg.src, self.key_server)
             return
         try:
+            # OpenSSL >= 3.2 rejects bad PKCS#1 padding implicitly (a pseudo-random plain text, no error, against
+            # padding oracles): a forged SECRETKEY from the key server may then install a useless key, as a
+            # well-encrypted forged one can in 2.12 (our public key went out in clear)
             key = self._keypair.decrypt(msg.payload)
             cipher = SymmetricCipher(self.sym_algorithm, key)
         except Exception:  # noqa: BLE001 - not encrypted for us, or not a key of our algorithm
