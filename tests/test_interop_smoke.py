@@ -71,6 +71,7 @@ def test_java_cluster_and_live_decoding(java_nodes, udp_group):
         mcast = tap.packets()
     finally:
         if sniffer is not None:
+            sniffer_drops = sniffer.drops()
             sniffer.close()
 
     decoded = _decode_all(p for p in mcast if p.src[1] == port)     # multicasts leave from the group port
@@ -101,7 +102,8 @@ def test_java_cluster_and_live_decoding(java_nodes, udp_group):
         dec = _decode_all(unicasts)
         assert dec, "no unicast datagram captured"
         hdrs = [(m, m.get_header(14), m.get_header(12)) for _, _, m in dec]
-        assert any(isinstance(g, GmsHeader) and g.type == GmsHeader.JOIN_REQ and g.mbr == a2 for _, g, _ in hdrs)
+        assert any(isinstance(g, GmsHeader) and g.type == GmsHeader.JOIN_REQ and g.mbr == a2 for _, g, _ in hdrs), \
+            f"no JOIN_REQ among {len(dec)} unicasts (the sniffer's kernel drops: {sniffer_drops})"
         assert any(isinstance(g, GmsHeader) and g.type == GmsHeader.JOIN_RSP and a2 in g.join_rsp.view.members
                    for _, g, _ in hdrs)
         data = [m for m, _, u in hdrs if isinstance(u, UnicastHeader) and m.has_buffer() and m.buffer == b"\x01\x02\x03"]

@@ -20,6 +20,10 @@ log = logging.getLogger(__name__)
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+SOL_PACKET = 263
+PACKET_STATISTICS = 6
+SO_ATTACH_FILTER = 26
+SO_RCVBUFFORCE = 33
 
 
 @dataclass
@@ -44,17 +48,21 @@ class _Recorder:
         self._thread.start()
 
     def _run(self) -> None:
+        self.sock.setblocking(False)
         while not self._stop.is_set():
             r, _, _ = select.select([self.sock], [], [], 0.1)
             if not r:
                 continue
-            try:
-                data, addr = self.sock.recvfrom(65535 + 64)
-            except OSError:
-                return
-            pkt = self._handle(data, addr)
-            if pkt is not None:
-                self._packets.append(pkt)
+            for _ in range(4096):              # drain what is queued: one select per burst, not per packet
+                try:
+                    data, addr = self.sock.recvfrom(65535 + 64)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    return
+                pkt = self._handle(data, addr)
+                if pkt is not None:
+                    self._packets.append(pkt)
 
     def _handle(self, data: bytes, addr) -> Packet | None:
         raise NotImplementedError
@@ -114,13 +122,28 @@ class LoopbackSniffer(_Recorder):
     Loopback packets pass the interface twice; only the outgoing copy is kept.
     """
 
-    def __init__(self, ports: Iterable[int] | None = None, interface: str = "lo", tcp: bool = False):
+    def __init__(self, ports: Iterable[int] | None = None, interface: str = "lo", tcp: bool = False,
+                 rcvbuf: int = 32 << 20):
         self.ports = set(ports) if ports is not None else None
         self.tcp = tcp
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        try:                                   # past net.core.rmem_max when we may (CAP_NET_ADMIN)
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        # the kernel hands us only outgoing UDP (and TCP) packets: a busy loopback (other clusters, benchmarks)
+        # would otherwise fill the buffer with frames we throw away, and drop the ones we want
+        _attach_filter(sock, _outgoing_ip_filter(tcp))
         sock.bind((interface, 0))
         super().__init__(sock, "sniffer")
+
+    def drops(self) -> int:
+        """Packets the kernel dropped for want of buffer since the last call (0 if it cannot tell)."""
+        try:
+            _, dropped = struct.unpack("II", self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+        except OSError:
+            return 0
+        return dropped
 
     def add_ports(self, ports: Iterable[int]) -> None:
         if self.ports is not None:
@@ -133,6 +156,33 @@ class LoopbackSniffer(_Recorder):
         if pkt is None or (self.ports is not None and pkt.src[1] not in self.ports and pkt.dst[1] not in self.ports):
             return None
         return pkt
+
+
+def _outgoing_ip_filter(tcp: bool) -> list[tuple[int, int, int, int]]:
+    """A classic BPF program: outgoing IPv4/IPv6 frames carrying UDP (or TCP when ``tcp``), whole; else nothing."""
+    ld_w_abs, ld_h_abs, ld_b_abs, jeq_k, ja, ret_k = 0x20, 0x28, 0x30, 0x15, 0x05, 0x06
+    pkttype = 0xFFFFF000 + 4                  # SKF_AD_OFF + SKF_AD_PKTTYPE
+    second = 6 if tcp else 17                 # (17 again: never true after the first test)
+    return [(ld_w_abs, 0, 0, pkttype),         # 0
+            (jeq_k, 0, 9, PACKET_OUTGOING),    # 1: else drop
+            (ld_h_abs, 0, 0, 12),              # 2: ethertype
+            (jeq_k, 0, 2, 0x0800),             # 3: else 6
+            (ld_b_abs, 0, 0, 23),              # 4: IPv4 protocol
+            (ja, 0, 0, 2),                     # 5: to 8
+            (jeq_k, 0, 4, 0x86DD),             # 6: else drop
+            (ld_b_abs, 0, 0, 20),              # 7: IPv6 next header
+            (jeq_k, 1, 0, 17),                 # 8: UDP: accept
+            (jeq_k, 0, 1, second),             # 9: else drop
+            (ret_k, 0, 0, 0x40000),            # 10: accept the whole frame
+            (ret_k, 0, 0, 0)]                  # 11: drop
+
+
+def _attach_filter(sock: socket.socket, program: list[tuple[int, int, int, int]]) -> None:
+    import ctypes
+    code = b"".join(struct.pack("HBBI", *ins) for ins in program)
+    buf = ctypes.create_string_buffer(code, len(code))
+    fprog = struct.pack("HL", len(program), ctypes.addressof(buf))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
 
 
 def parse_ip(buf: bytes, ts: float, tcp: bool = False) -> Packet | None:
