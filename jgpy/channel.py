@@ -197,13 +197,18 @@ class _StackTop(Protocol):
         stack = self.stack
         assert stack is not None
         oob, regular = split_by_flag(msgs, OOB)
-        for m in oob:
+        if oob:
             ex = stack.oob_delivery
             if ex is not None:
                 if ex.in_thread():
-                    self.deliver_all([m])
-                else:
-                    ex.submit(self.deliver_all, [m])
+                    for m in oob:
+                        self.deliver_all([m])
+                else:                             # queued together: a receive thread relays them all at once
+                    runs = False
+                    for m in oob:
+                        runs = ex.enqueue(self.deliver_all, [m]) or runs
+                    if runs:
+                        ex.run_pending()
         if regular:
             ex = stack.delivery
             if ex is not None:

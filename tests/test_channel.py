@@ -310,3 +310,28 @@ def test_channel_is_not_a_protocol(props):
         assert r.views[0] is a.view and r.msgs[0].src == a.address
         with pytest.raises(AttributeError):
             a.address = None                                            # assigned by connect() only
+
+
+def test_a_lone_oob_unicast_is_delivered_by_the_receive_thread_that_read_it(props):
+    """Relay delivery for OOB messages too (an RPC's response is one): a lone OOB unicast is delivered by the
+    receive thread that read it, after it handed its socket to its twin, instead of waking the OOB thread (a
+    thread switch on the caller's path of every synchronous call). Most of 20 paced unicasts: a hand-over is
+    refused when a datagram is already waiting (an ACK, a heartbeat)."""
+    cluster = f"ch-{uuid.uuid4().hex[:6]}"
+    ra, rb = Rec(), Rec()
+    with Channel("udp.xml", "A", props, ra) as a, Channel("udp.xml", "B", props, rb) as b:
+        a.connect(cluster)
+        b.connect(cluster)
+        assert wait_all(lambda: len(a.view) == 2 and len(b.view) == 2, 10)
+        where: list[str] = []
+
+        class Where(Rec):
+            def receive(self, msg):
+                where.append(threading.current_thread().name)
+        b.receiver = Where()
+        for i in range(20):
+            a.send(Message(b.address, b"oob-%d" % i), oob=True)
+            time.sleep(0.02)
+        assert wait_all(lambda: len(where) == 20, 10), where
+        by_receive_thread = sum(t.startswith("jgpy-ucast") for t in where)
+        assert by_receive_thread >= 10, where

@@ -286,3 +286,41 @@ def test_enqueue_under_a_lock_keeps_its_order_and_runs_outside_it():
         assert ran == list(range(6000)) and under_lock[0] == 0
     finally:
         ex.stop()
+
+
+def test_a_relay_thread_running_tasks_does_not_hand_over_again_for_another_executor():
+    """A receive thread that runs one executor's tasks between hand_over and take_back (a regular delivery) and
+    queues a task on another relay executor (an OOB message) from inside one of them does not run it there: a
+    nested take_back would take its socket back while the outer tasks still run. The task runs after the outer
+    ones, on the other executor's thread or on this one once it is out (with a hand-over of its own)."""
+    regular = SerialExecutor("test-exec-regular", relay=True)
+    oob = SerialExecutor("test-exec-oob", relay=True)
+    calls: list[str] = []
+    ran: list[str] = []
+    in_regular = threading.local()
+
+    def oob_task(n: int) -> None:
+        ran.append(f"oob-{n}" + (" nested" if getattr(in_regular, "on", False) else ""))
+
+    def regular_task() -> None:
+        in_regular.on = True
+        try:
+            ran.append("regular")
+            oob.submit(oob_task, 1)
+        finally:
+            in_regular.on = False
+
+    def receive_thread(_t: int) -> None:
+        register_relay(lambda: calls.append("hand_over") or True, lambda: calls.append("take_back"))
+        regular.submit(regular_task)
+        oob.submit(oob_task, 2)
+
+    try:
+        run_threads(receive_thread, 1)
+        assert regular.drain(timeout=5) and oob.drain(timeout=5)
+        assert ran == ["regular", "oob-1", "oob-2"]
+        assert calls[:2] == ["hand_over", "take_back"] and calls.count("hand_over") == calls.count("take_back")
+        assert "hand_over" not in calls[2:] or calls[2:] == ["hand_over", "take_back"]
+    finally:
+        regular.stop()
+        oob.stop()

@@ -17,7 +17,8 @@ from cpython.pythread cimport PyThread_get_thread_ident
 log = logging.getLogger("jgpy.executor")
 
 relays = threading.local()
-"""Per receive thread: ``relays.pair`` = (hand_over, take_back), set by ``executor.register_relay``."""
+"""Per receive thread: ``relays.pair`` = (hand_over, take_back), set by ``executor.register_relay``;
+``relays.running``: the thread runs an executor's tasks between the two calls."""
 
 
 def _yes() -> bool:
@@ -85,14 +86,21 @@ cdef class SerialCore:
         cdef object relay = self._relay_pair()
         if relay is None or not self._q or not self._acquire(False):
             return 0
-        if not (<tuple>relay)[0]():          # refused (a stream on our socket): the executor's thread runs them
+        if relay is _NO_RELAY:
+            self._run_here()
+            return 0
+        # a receive thread that runs another executor's tasks has handed its socket over already, and the inner
+        # take_back would take it back while the outer tasks still run: nested, the executor's thread runs them
+        if getattr(relays, "running", False) or not (<tuple>relay)[0]():   # or refused (a stream on our socket)
             self._release()
             if self._wakeup.sleeping:
                 self._wakeup.wake()
             return 0
+        relays.running = True
         try:
             self._run_here()
         finally:
+            relays.running = False
             (<tuple>relay)[1]()
         return 0
 

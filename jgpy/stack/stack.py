@@ -216,7 +216,9 @@ class ProtocolStack:
         pooled = getattr(tp, "thread_pool_enabled", True)
         self.delivery = SerialExecutor(f"jgpy-deliver-{name}", caller_runs=not pooled,
                                        relay=pooled and getattr(tp, "relay_delivery", False))
-        self.oob_delivery = SerialExecutor(f"jgpy-oob-{name}", not getattr(tp, "oob_thread_pool_enabled", True))
+        oob_pooled = getattr(tp, "oob_thread_pool_enabled", True)
+        self.oob_delivery = SerialExecutor(f"jgpy-oob-{name}", caller_runs=not oob_pooled,
+                                           relay=oob_pooled and getattr(tp, "relay_delivery", False))
         started = []
         try:
             for p in reversed(self.protocols):
