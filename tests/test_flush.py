@@ -735,8 +735,11 @@ def test_suspend_but_fail_then_the_flush_coordinator_crashes(spark, java_nodes, 
         flusher.call("suspend_but_fail", timeout=30)
         survivors = [c.nodes[0], c.nodes[2]]
         deadline = time.monotonic() + 30
-        while not all("block" in [e.get("event") for e in node.drain_events()] for node in survivors):
-            assert time.monotonic() < deadline, "the survivors never saw block()"
+        blocked: set[int] = set()                 # (drain_events forgets what it returned: remember who was blocked)
+        while len(blocked) < len(survivors):
+            blocked |= {i for i, node in enumerate(survivors)
+                        if "block" in [e.get("event") for e in node.drain_events()]}
+            assert time.monotonic() < deadline, f"the survivors never saw block() (only {sorted(blocked)} did)"
             time.sleep(0.1)
         c.crash(flusher)
         c.wait_members(survivors, 2, timeout=90)
