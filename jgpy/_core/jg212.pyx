@@ -1399,22 +1399,21 @@ def object_from_buffer(data, bint typed=False):
         return JavaObject("Serializable", b[1:])
     else:
         r = Reader(b, 1)
-        value = _read_generic_streamable(r)
+        value = _read_streamable(r, False)
     return JavaObject(jtype, value) if typed else value
 
 
-cdef object _read_generic_streamable(Reader r):
-    cdef Py_ssize_t at
+cdef object _read_streamable(Reader r, bint in_stream):
+    """``Util.readGenericStreamable``: the classes jgpy knows by magic number (View, ViewId, Digest, JoinRsp,
+    PingData, UUID, IpAddress) or by name (View, MergeView). ``in_stream`` (amid other data: a PullHeader's
+    value): anything else is an error, a Message too (it would nest headers in headers without a bound); else
+    (the rest of a buffer is the object) a Message is read whole and any other class comes back as ``(its magic
+    number or class name, the bytes that remain)``."""
+    cdef Py_ssize_t start = r._pos
     if r.ubyte(b"Streamable.present") == 0:
         return None
     if r.boolean(b"Streamable.use_magic"):
-        at = r._pos
         magic = r.short(b"Streamable.magic")
-        body_at = r._pos
-        if magic == MAGIC_MESSAGE:
-            m = (<Dialect212>DIALECT).read_whole_message(r)
-            m.headers   # materialize: the message outlives nothing but must be fully valid
-            return m
         if magic == MAGIC_VIEW:
             return read_view_body(r, False, 0)
         if magic == MAGIC_VIEWID:
@@ -1429,12 +1428,22 @@ cdef object _read_generic_streamable(Reader r):
             return read_uuid_body(r)
         if magic == MAGIC_IPADDRESS:
             return read_ip_body(r)
+        if in_stream:
+            r.fail(f"a Streamable of magic {magic} inside a header: jgpy does not read it", b"Streamable.magic",
+                   start)
+        if magic == MAGIC_MESSAGE:
+            m = (<Dialect212>DIALECT).read_whole_message(r)
+            m.headers   # materialize: the message outlives nothing but must be fully valid
+            return m
         return (magic, r.take(r._end - r._pos, b"Streamable.body"))
     cls = r.utf(b"Streamable.classname")
     if cls == "org.jgroups.MergeView":
         return read_view_body(r, True, 0)
     if cls == "org.jgroups.View":
         return read_view_body(r, False, 0)
+    if in_stream:
+        r.fail(f"a Streamable of class {cls} inside a header: jgpy does not read it", b"Streamable.classname",
+               start)
     return (cls, r.take(r._end - r._pos, b"Streamable.body"))
 
 
@@ -1509,39 +1518,8 @@ cdef object read_java_object(Reader r):
     if tag == TAG_SERIALIZABLE:
         return JavaObject("Serializable", _read_embedded_stream(r, b"object.value")[1])
     if tag == TAG_STREAMABLE:
-        return JavaObject("Streamable", _read_streamable_in_stream(r))
+        return JavaObject("Streamable", _read_streamable(r, True))
     r.fail(f"type {tag} is invalid", b"object.tag", start)
-
-
-cdef object _read_streamable_in_stream(Reader r):
-    """``Util.readGenericStreamable`` amid other data: only classes whose end jgpy knows (not a Message: it would
-    nest headers in headers without a bound)."""
-    cdef Py_ssize_t start = r._pos
-    if r.ubyte(b"Streamable.present") == 0:
-        return None
-    if r.boolean(b"Streamable.use_magic"):
-        magic = r.short(b"Streamable.magic")
-        if magic == MAGIC_VIEW:
-            return read_view_body(r, False, 0)
-        if magic == MAGIC_VIEWID:
-            return read_view_id_body(r)
-        if magic == MAGIC_DIGEST:
-            return read_digest_body(r)
-        if magic == MAGIC_JOINRSP:
-            return read_join_rsp_body(r)
-        if magic == MAGIC_PINGDATA:
-            return read_ping_data_body(r)
-        if magic == MAGIC_UUID:
-            return read_uuid_body(r)
-        if magic == MAGIC_IPADDRESS:
-            return read_ip_body(r)
-        r.fail(f"a Streamable of magic {magic} inside a header: jgpy does not read it", b"Streamable.magic", start)
-    cls = r.utf(b"Streamable.classname")
-    if cls == "org.jgroups.MergeView":
-        return read_view_body(r, True, 0)
-    if cls == "org.jgroups.View":
-        return read_view_body(r, False, 0)
-    r.fail(f"a Streamable of class {cls} inside a header: jgpy does not read it", b"Streamable.classname", start)
 
 
 cdef int write_java_object(Writer w, object v) except -1:
