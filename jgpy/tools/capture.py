@@ -133,7 +133,10 @@ class LoopbackSniffer(_Recorder):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         # the kernel hands us only outgoing UDP (and TCP) packets: a busy loopback (other clusters, benchmarks)
         # would otherwise fill the buffer with frames we throw away, and drop the ones we want
-        _attach_filter(sock, _outgoing_ip_filter(tcp))
+        try:
+            _attach_filter(sock, _outgoing_ip_filter(tcp))
+        except OSError as e:                   # no socket filters here: everything, filtered below in Python
+            log.debug("the loopback sniffer runs without a kernel filter: %s", e)
         sock.bind((interface, 0))
         super().__init__(sock, "sniffer")
 
