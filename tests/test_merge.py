@@ -136,15 +136,15 @@ class ProcCluster:
             m.node.call("discard", ignore=[])
 
 
-def proc_clusters(config) -> Iterator[Callable[[str], ProcCluster]]:
-    """A fixture body: ``make(kinds)`` gives a :class:`ProcCluster` on ``config`` (Java required when ``kinds``
-    has a J); every cluster made is closed at the end."""
+def proc_clusters(config=None) -> Iterator[Callable[..., ProcCluster]]:
+    """A fixture body: ``make(kinds, tcp=False)`` gives a :class:`ProcCluster` on ``config`` (None: its own
+    merge configs; Java required when ``kinds`` has a J); every cluster made is closed at the end."""
     made: list[ProcCluster] = []
 
-    def make(kinds: str) -> ProcCluster:
+    def make(kinds: str, tcp: bool = False) -> ProcCluster:
         if "J" in kinds:
             require_java()
-        c = ProcCluster(kinds, config=config)
+        c = ProcCluster(kinds, tcp, config=config)
         made.append(c)
         return c
     yield make
@@ -155,15 +155,7 @@ def proc_clusters(config) -> Iterator[Callable[[str], ProcCluster]]:
 @pytest.fixture
 def proc_cluster():
     require_java()
-    made = []
-
-    def make(kinds: str, tcp: bool = False) -> ProcCluster:
-        c = ProcCluster(kinds, tcp)
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.close()
+    yield from proc_clusters()
 
 
 def merge_views(m) -> list:
