@@ -114,3 +114,34 @@ def test_receiver_credits_owe_a_sender_what_it_spent_once_it_drops_to_the_thresh
     assert not rc.requested("C", 10)
     rc.set_members(["B", "D"])
     assert rc.left == {"B": 1000, "D": 1000}
+
+
+def test_a_batch_is_cut_after_each_message_that_takes_a_sender_to_its_threshold():
+    """ReceiverCredits.delivery_chunks: the credits of a big batch fall due where Java's per-message accounting
+    sends them; each chunk's counts are what consumed_all then turns into exactly one credit per cut."""
+    from jgpy._core.credits import ReceiverCredits
+    from jgpy._core.message import Message
+
+    rc = ReceiverCredits(1000, 400)                      # a credit is owed once 600 bytes came from a sender
+    rc.set_members(["A", "B"])
+
+    def m(src, n, dest=None, flags=0):
+        return Message(dest, b"x" * n, src, flags)
+
+    few = [m("A", 100), m("B", 100)]
+    assert rc.delivery_chunks(few, True, 4) == [(few, {"A": 100, "B": 100})]    # nobody there: one chunk, as is
+    assert rc.delivery_chunks(few, True, 4)[0][0] is few
+    batch = [m("A", 300), m("B", 200), m("A", 300),        # A reaches 600: cut after its second message
+             m("A", 10, flags=4),                          # NO_FC: not counted
+             m("A", 10, dest="me"),                        # a unicast: MFC does not count it
+             m("C", 900),                                  # not a member: counted, never a cut
+             m("B", 500),                                  # B reaches 700: cut
+             m("A", 700)]                                  # A again (from a full window): cut, but it is the last
+    chunks = rc.delivery_chunks(batch, True, 4)
+    assert [c for c, _ in chunks] == [batch[:3], batch[3:7], batch[7:]]
+    assert [counted for _, counted in chunks] == [{"A": 600, "B": 200}, {"C": 900, "B": 500}, {"A": 700}]
+    assert rc.left == {"A": 1000, "B": 1000}               # the table itself is not touched
+    owed = [rc.consumed_all(counted) for _, counted in chunks]
+    assert owed == [[("A", 600)], [("B", 700)], [("A", 700)]]
+    unicasts = rc.delivery_chunks(batch, False, 4)         # UFC counts the unicast only
+    assert unicasts == [(batch, {"A": 10})]

@@ -628,3 +628,56 @@ def test_ufc_mfc_ignore_synchronous_response(stacks, cls, pid):
             assert answered.wait(2)
         rx.join(2)
         s.stop()
+
+
+def _mfc(max_credits=10000, min_threshold=0.6, max_block_time=5000):
+    from jgpy.protocols.flow_control import MFC
+    p = MFC()
+    p.max_credits, p.min_threshold, p.max_block_time = max_credits, min_threshold, max_block_time
+    return p
+
+
+def test_mfc_sends_a_credit_before_passing_up_the_rest_of_a_big_batch(stacks):
+    """A batch can hold more than a sender's whole window: its credit leaves when the sender reaches the
+    threshold (as Java's per-message accounting sends it), not after the batch was delivered."""
+    b = UUID.random()
+    s = stacks(_mfc(), UUID.random(), [None, b], loopback=False)
+    seen = []                                          # per up_batch call: (messages, credits sent before it)
+    s.top.up_batch = lambda msgs: seen.append((len(msgs), len(s.tp.sent_where(is_mfc(REPLENISH)))))
+    s.tp.inject([data_from(b, 1000) for _ in range(25)])  # 4000 bytes take b to min_credits (6000 left)
+    assert seen == [(4, 0), (4, 1), (4, 2), (4, 3), (4, 4), (4, 5), (1, 6)]
+    reps = s.tp.sent_where(is_mfc(REPLENISH))
+    assert [credit_of(r) for r in reps] == [JavaObject("Long", 4000)] * 6 and all(r.msg.dest == b for r in reps)
+    assert received_credits_of(s)[str(b)] == 9000
+
+
+def test_mfc_grants_its_own_credits_without_sending_itself_a_message(stacks):
+    """Our own share of a multicast's credits is granted at once, not sent through the stack to ourselves
+    (where it would wait for the loopback thread while our sender is blocked); nothing is on the wire."""
+    b = UUID.random()
+    s = stacks(_mfc(), UUID.random(), [None, b], loopback=False)
+    me = s.local_addr
+    s.send(Message(None, b"x" * 9000))                 # 1000 credits left with every member
+    sender = Sender(s, Message(None, b"y" * 2000))
+    assert not sender.wait(0.3), "blocked: not enough credits"
+    s.tp.inject([data_from(me, 4500)])                 # our own multicast comes up: we owe ourselves 4500
+    assert not s.tp.sent_where(is_mfc(REPLENISH)), "no credit message to ourselves"
+    assert by_name(s.prot.credits)[str(me)] == 5500 and s.prot.counters["credit_responses_sent"] == 1
+    assert not sender.wait(0.3), "still waiting for b's credits"
+    s.tp.inject([_mfc_replenish(b, 9000)])
+    assert sender.wait(2)
+    assert by_name(s.prot.credits) == {str(me): 3500, str(b): 8000}
+
+
+def is_mfc(htype):
+    return lambda x: x.msg.has_header(44) and x.msg.get_header(44).type == htype
+
+
+def received_credits_of(s: FakeStack) -> dict:
+    return {str(k): v for k, v in s.prot.received.left.items()}
+
+
+def _mfc_replenish(src, credits: int) -> Message:
+    m = Message(None, object_to_buffer(JavaObject("Long", credits)), src, OOB)
+    m.put_header(44, FcHeader(REPLENISH))
+    return m

@@ -5,7 +5,8 @@ A ``CreditTable`` holds, per member, the bytes we may still send it. Spending is
 (``spend_all`` for a multicast: every member's credit must cover the message; ``spend`` for a unicast) and
 touches no Python objects beyond the member dict, so it is atomic under the GIL: the protocols need a lock
 only to *wait* for credits (their slow path), not to spend them. :class:`CreditCore` is the down path of UFC
-and MFC; ``ReceiverCredits`` and :func:`credit_lengths` count what we owe the senders of a delivered batch.
+and MFC; ``ReceiverCredits`` counts what we owe the senders of a delivered batch, and cuts a batch where
+credits fall due (``delivery_chunks``).
 """
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
@@ -159,6 +160,41 @@ cdef class ReceiverCredits:
                 out.append((sender, c))
         return out
 
+    def delivery_chunks(self, list msgs, bint multicast, int skip_flags) -> list:
+        """The batch ``msgs`` cut so that credits go out when Java's per-message accounting would send them:
+        ``[(chunk, {sender: bytes counted in it})]``, each chunk but the last ending with the message that
+        takes a sender to its threshold (``min_credits``). Deliver a chunk, then :meth:`consumed_all` its
+        counts. A batch that takes nobody there stays whole. Only the multicasts (``multicast``) or unicasts
+        without ``skip_flags`` count; the table itself is not changed."""
+        cdef list out = []
+        cdef dict counted = {}
+        cdef dict sim = {}                       # sender -> simulated bytes left, for the senders seen
+        cdef Py_ssize_t i, start = 0, n = PyList_GET_SIZE(msgs)
+        cdef Message m
+        cdef object cur, src
+        cdef int64_t left
+        cdef bint cut
+        for i in range(n):
+            m = <Message>PyList_GET_ITEM(msgs, i)
+            if (m.dest is None) != multicast or (m.flags & skip_flags) or m._buf is None or not m._len:
+                continue
+            src = m.src
+            counted[src] = counted.get(src, 0) + m._len
+            cur = sim.get(src)
+            if cur is None:
+                cur = self.left.get(src)
+                if cur is None:                  # not a member: counted (consumed ignores it), never cut
+                    continue
+            left = <int64_t>cur - m._len
+            cut = left <= self.min_credits
+            sim[src] = self.max_credits if cut else (left if left > 0 else 0)
+            if cut and i + 1 < n:
+                out.append((msgs[start:i + 1], counted))
+                counted = {}
+                start = i + 1
+        out.append((msgs if start == 0 else msgs[start:], counted))
+        return out
+
     def requested(self, object sender, int64_t credits) -> bool:
         """A sender asked for ``credits``: it gets them (capped at max_credits); False for a non-member."""
         cdef object cur = self.left.get(sender)
@@ -174,19 +210,6 @@ cdef class ReceiverCredits:
             self.left.setdefault(m, self.max_credits)
         for m in [m for m in self.left if m not in mbrs]:
             del self.left[m]
-
-
-def credit_lengths(list msgs, bint multicast, int skip_flags):
-    """``{src: total payload bytes}`` of the multicasts (``multicast``) or unicasts of the batch that have
-    none of ``skip_flags`` (UFC/MFC count what they owe credits for)."""
-    cdef dict out = {}
-    cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs)
-    cdef Message m
-    for i in range(n):
-        m = <Message>PyList_GET_ITEM(msgs, i)
-        if (m.dest is None) == multicast and not (m.flags & skip_flags) and m._buf is not None and m._len:
-            out[m.src] = out.get(m.src, 0) + m._len
-    return out
 
 
 cdef class CreditCore(ProtocolCore):

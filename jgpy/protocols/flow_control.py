@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from jgpy._core.batch import split_by_header
-from jgpy._core.credits import CreditCore, CreditTable, ReceiverCredits, credit_lengths
+from jgpy._core.credits import CreditCore, CreditTable, ReceiverCredits
 from jgpy._core.headers import FcHeader
 from jgpy._core.message import Message
 from jgpy.protocols.guard import MessageGuard
@@ -110,6 +110,15 @@ class FlowControl(CreditCore, Protocol):
     # wait_for_credits(msg, length), the slow path below
 
     def send_credit(self, dest, credits: int) -> None:
+        if dest is not None and dest == self.local_addr:
+            # our own share is granted here. Java 2.12 sends it down to itself and gets it back through the
+            # transport's loopback; here that message waited for the loopback thread and the GIL behind the busy
+            # receive threads (0.7-3.5 ms measured, sequencer.xml), and our own sender stayed blocked meanwhile.
+            # Neither way puts anything on the wire.
+            self.counters["credit_responses_sent"] += 1
+            self.counters["credit_responses_received"] += 1
+            self.handle_credit(dest, credits)
+            return
         msg = Message(dest, self.stack.dialect.object_to_buffer(credits, "Long"), None, Message.OOB)
         msg.put_header(self.id, FcHeader(REPLENISH))
         self.counters["credit_responses_sent"] += 1
@@ -129,22 +138,28 @@ class FlowControl(CreditCore, Protocol):
             self._guard.each(mine, self._handle_credit_msg)
         if not rest:
             return
-        counted = credit_lengths(rest, self.HANDLES_MULTICASTS, NO_FC)
-        if not counted:                          # nothing we grant credits for (e.g. unicasts, for MFC)
+        # a big batch is delivered in pieces, each followed by the credits it earned: the credits leave when a
+        # sender reaches its threshold, as Java's per-message accounting sends them, not after the whole batch
+        # (a batch can hold more than a sender's window, which would stall it until the batch was delivered)
+        if self.received is None:                # not initialised (a stack that was never started): nothing counts
             self.up_prot.up_batch(rest)
             return
-        tl = self._tl if self.ignore_synchronous_response else None
-        if tl is not None:
-            prev = getattr(tl, "delivering", False)
-            tl.delivering = True
-        try:
-            self.up_prot.up_batch(rest)
-        finally:
+        for chunk, counted in self.received.delivery_chunks(rest, self.HANDLES_MULTICASTS, NO_FC):
+            if not counted:                      # nothing we grant credits for (e.g. unicasts, for MFC)
+                self.up_prot.up_batch(chunk)
+                continue
+            tl = self._tl if self.ignore_synchronous_response else None
             if tl is not None:
-                tl.delivering = prev
-            owed = self.received.consumed_all(counted)
-            for sender, credits in owed:
-                self.send_credit(sender, credits)
+                prev = getattr(tl, "delivering", False)
+                tl.delivering = True
+            try:
+                self.up_prot.up_batch(chunk)
+            finally:
+                if tl is not None:
+                    tl.delivering = prev
+                owed = self.received.consumed_all(counted)
+                for sender, credits in owed:
+                    self.send_credit(sender, credits)
 
     def _handle_credit_msg(self, msg: Message) -> None:
         """REPLENISH or CREDIT_REQUEST (a non-member's is ignored: the credit tables hold members only)."""
