@@ -370,3 +370,27 @@ def test_a_filter_may_read_the_request_while_it_decides():
     box.append(r)
     assert r.receive_response("x", a)
     assert r.wait(5_000) is True and r.results()[a].value == "x" and not r.results()[b].received
+
+
+def test_a_server_finds_a_calls_method_once_and_remembers_a_bounded_number_of_lookups(monkeypatch):
+    """A call's method is looked up once per (name, mode, types, arity): an unmarked method's signature check
+    (inspect.signature) does not run for every call; what callers can make it remember is bounded, and a
+    method that is not there is not remembered."""
+    from jgpy.blocks import MethodCall, rpc
+    from jgpy.blocks.rpc import NoSuchMethodError, _MethodTable
+
+    checks = []
+    real_fits = rpc._fits
+    monkeypatch.setattr(rpc, "_fits", lambda fn, n: checks.append(n) or real_fits(fn, n))
+    table = _MethodTable(Server("S"))
+    for _ in range(3):
+        assert table.find(MethodCall.old("value", [1]))(7) == 7
+    assert checks == [1]
+    assert table.find(MethodCall.with_types("value", [1], ["int"]))(8) == 8 and checks == [1, 1]
+    for _ in range(2):
+        with pytest.raises(NoSuchMethodError):
+            table.find(MethodCall.old("value", [1, 2]))           # wrong arity: checked each time, not remembered
+    assert checks == [1, 1, 2, 2]
+    for i in range(rpc.MAX_REMEMBERED_LOOKUPS * 3):              # a caller varying the types: bounded
+        table.find(MethodCall.with_types("value", [i], [f"my.Type{i}"]))
+    assert len(table._found) <= rpc.MAX_REMEMBERED_LOOKUPS
