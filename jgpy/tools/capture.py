@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from jgpy.stack.sockfilter import attach_filter
+
 log = logging.getLogger(__name__)
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
-SO_ATTACH_FILTER = 26
 SO_RCVBUFFORCE = 33
 
 
@@ -134,7 +135,7 @@ class LoopbackSniffer(_Recorder):
         # the kernel hands us only outgoing UDP (and TCP) packets: a busy loopback (other clusters, benchmarks)
         # would otherwise fill the buffer with frames we throw away, and drop the ones we want
         try:
-            _attach_filter(sock, _outgoing_ip_filter(tcp))
+            attach_filter(sock, _outgoing_ip_filter(tcp))
         except OSError as e:                   # no socket filters here: everything, filtered below in Python
             log.debug("the loopback sniffer runs without a kernel filter: %s", e)
         sock.bind((interface, 0))
@@ -178,14 +179,6 @@ def _outgoing_ip_filter(tcp: bool) -> list[tuple[int, int, int, int]]:
             (jeq_k, 0, 1, second),             # 9: else drop
             (ret_k, 0, 0, 0x40000),            # 10: accept the whole frame
             (ret_k, 0, 0, 0)]                  # 11: drop
-
-
-def _attach_filter(sock: socket.socket, program: list[tuple[int, int, int, int]]) -> None:
-    import ctypes
-    code = b"".join(struct.pack("HBBI", *ins) for ins in program)
-    buf = ctypes.create_string_buffer(code, len(code))
-    fprog = struct.pack("HL", len(program), ctypes.addressof(buf))
-    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
 
 
 def parse_ip(buf: bytes, ts: float, tcp: bool = False) -> Packet | None:
