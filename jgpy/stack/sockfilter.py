@@ -15,8 +15,9 @@ UDP_PAYLOAD = 8                                  # where a UDP socket's filter f
 
 Program = list[tuple[int, int, int, int]]
 
-_LD_W_ABS, _LD_H_ABS, _LD_B_ABS, _LD_W_LEN = 0x20, 0x28, 0x30, 0x80
-_JEQ_K, _JGE_K, _RET_K = 0x15, 0x35, 0x06
+#: the opcodes the programs here use (linux/filter.h: class | size | mode, class | op | source)
+LD_W_ABS, LD_H_ABS, LD_B_ABS, LD_W_LEN = 0x20, 0x28, 0x30, 0x80
+JA, JEQ_K, JGE_K, RET_K = 0x05, 0x15, 0x35, 0x06
 _ACCEPT_ALL = 0xFFFFFFFF
 _MAX_PREFIX = 60                                 # 15 word compares: far below the kernel's 4096 instructions
 
@@ -39,20 +40,21 @@ def drop_payload_prefix(prefix: bytes, offset: int = UDP_PAYLOAD) -> Program:
     i = 0
     while i < len(prefix):
         left = len(prefix) - i
-        size, op = (4, _LD_W_ABS) if left >= 4 else (2, _LD_H_ABS) if left >= 2 else (1, _LD_B_ABS)
+        size, op = (4, LD_W_ABS) if left >= 4 else (2, LD_H_ABS) if left >= 2 else (1, LD_B_ABS)
         loads.append((op, offset + i, int.from_bytes(prefix[i:i + size], "big")))
         i += size
     n = len(loads)
     accept = 2 * n + 3                             # index of "accept": after the length test, the compares, "drop"
-    prog: Program = [(_LD_W_LEN, 0, 0, 0),
-                     (_JGE_K, 0, accept - 2, offset + len(prefix))]      # too short to hold the prefix: keep it
+    prog: Program = [(LD_W_LEN, 0, 0, 0),
+                     (JGE_K, 0, accept - 2, offset + len(prefix))]       # too short to hold the prefix: keep it
     for j, (op, off, value) in enumerate(loads):
         here = 2 + 2 * j + 1                       # index of this compare
         prog.append((op, 0, 0, off))
-        prog.append((_JEQ_K, 0, accept - here - 1, value))               # a byte differs: keep it
-    prog.append((_RET_K, 0, 0, 0))                 # the whole prefix matched: drop
-    prog.append((_RET_K, 0, 0, _ACCEPT_ALL))
+        prog.append((JEQ_K, 0, accept - here - 1, value))                # a byte differs: keep it
+    prog.append((RET_K, 0, 0, 0))                  # the whole prefix matched: drop
+    prog.append((RET_K, 0, 0, _ACCEPT_ALL))
     return prog
 
 
-__all__ = ["SO_ATTACH_FILTER", "UDP_PAYLOAD", "Program", "attach_filter", "drop_payload_prefix"]
+__all__ = ["JA", "JEQ_K", "JGE_K", "LD_B_ABS", "LD_H_ABS", "LD_W_ABS", "LD_W_LEN", "RET_K", "SO_ATTACH_FILTER",
+           "UDP_PAYLOAD", "Program", "attach_filter", "drop_payload_prefix"]

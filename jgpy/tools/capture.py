@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from jgpy.stack.sockfilter import attach_filter
+from jgpy.stack.sockfilter import JA, JEQ_K, LD_B_ABS, LD_H_ABS, LD_W_ABS, RET_K, Program, attach_filter
 
 log = logging.getLogger(__name__)
 
@@ -162,23 +162,22 @@ class LoopbackSniffer(_Recorder):
         return pkt
 
 
-def _outgoing_ip_filter(tcp: bool) -> list[tuple[int, int, int, int]]:
+def _outgoing_ip_filter(tcp: bool) -> Program:
     """A classic BPF program: outgoing IPv4/IPv6 frames carrying UDP (or TCP when ``tcp``), whole; else nothing."""
-    ld_w_abs, ld_h_abs, ld_b_abs, jeq_k, ja, ret_k = 0x20, 0x28, 0x30, 0x15, 0x05, 0x06
     pkttype = 0xFFFFF000 + 4                  # SKF_AD_OFF + SKF_AD_PKTTYPE
     second = 6 if tcp else 17                 # (17 again: never true after the first test)
-    return [(ld_w_abs, 0, 0, pkttype),         # 0
-            (jeq_k, 0, 9, PACKET_OUTGOING),    # 1: else drop
-            (ld_h_abs, 0, 0, 12),              # 2: ethertype
-            (jeq_k, 0, 2, 0x0800),             # 3: else 6
-            (ld_b_abs, 0, 0, 23),              # 4: IPv4 protocol
-            (ja, 0, 0, 2),                     # 5: to 8
-            (jeq_k, 0, 4, 0x86DD),             # 6: else drop
-            (ld_b_abs, 0, 0, 20),              # 7: IPv6 next header
-            (jeq_k, 1, 0, 17),                 # 8: UDP: accept
-            (jeq_k, 0, 1, second),             # 9: else drop
-            (ret_k, 0, 0, 0x40000),            # 10: accept the whole frame
-            (ret_k, 0, 0, 0)]                  # 11: drop
+    return [(LD_W_ABS, 0, 0, pkttype),         # 0
+            (JEQ_K, 0, 9, PACKET_OUTGOING),    # 1: else drop
+            (LD_H_ABS, 0, 0, 12),              # 2: ethertype
+            (JEQ_K, 0, 2, 0x0800),             # 3: else 6
+            (LD_B_ABS, 0, 0, 23),              # 4: IPv4 protocol
+            (JA, 0, 0, 2),                     # 5: to 8
+            (JEQ_K, 0, 4, 0x86DD),             # 6: else drop
+            (LD_B_ABS, 0, 0, 20),              # 7: IPv6 next header
+            (JEQ_K, 1, 0, 17),                 # 8: UDP: accept
+            (JEQ_K, 0, 1, second),             # 9: else drop
+            (RET_K, 0, 0, 0x40000),            # 10: accept the whole frame
+            (RET_K, 0, 0, 0)]                  # 11: drop
 
 
 def parse_ip(buf: bytes, ts: float, tcp: bool = False) -> Packet | None:
