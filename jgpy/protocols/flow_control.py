@@ -144,11 +144,11 @@ class FlowControl(CreditCore, Protocol):
         if self.received is None:                # not initialised (a stack that was never started): nothing counts
             self.up_prot.up_batch(rest)
             return
+        tl = self._tl if self.ignore_synchronous_response else None
         for chunk, counted in self.received.delivery_chunks(rest, self.HANDLES_MULTICASTS, NO_FC):
             if not counted:                      # nothing we grant credits for (e.g. unicasts, for MFC)
                 self.up_prot.up_batch(chunk)
                 continue
-            tl = self._tl if self.ignore_synchronous_response else None
             if tl is not None:
                 prev = getattr(tl, "delivering", False)
                 tl.delivering = True
