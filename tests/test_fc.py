@@ -287,6 +287,25 @@ def test_credits_sent_after_the_messages_passed_up(stacks):
     assert len(reps) == 2 and credit_of(reps[1]) == JavaObject("Integer", 6000)
 
 
+def test_own_credits_granted_without_a_message_to_ourselves(stacks):
+    """Our own share of a multicast's credits is granted at once (as MFC/UFC do), not sent through the stack to
+    ourselves, where it would wait for the loopback thread while our sender is blocked."""
+    a, b = UUID.random(), UUID.random()
+    s = stacks(fc(max_block_time=5000), a, [None, b], loopback=False)
+    s.send(Message(None, b"x" * 9000))                   # 1000 left with both
+    snd = Sender(s, Message(None, b"y" * 2000))
+    assert not snd.wait(0.3), "blocked: not enough credits"
+    s.top.up_batch = lambda msgs: None
+    s.tp.inject([data_from(a, 6500)])                    # our own multicast comes up: we owe ourselves 6500
+    assert not s.tp.sent_where(is_fc(REPLENISH)), "no credit message to ourselves"
+    assert sent_credits(s)[str(a)] == 7500 and s.prot.creditors == {b}
+    assert s.prot.num_credit_responses_sent == 1 and s.prot.num_credit_responses_received == 1
+    assert not snd.wait(0.3), "still waiting for b's credits"
+    s.tp.inject([replenish_from(b, 9000)])
+    assert snd.wait(2)
+    assert sent_credits(s) == by_name({a: 5500, b: 8000})
+
+
 def test_credit_request_answered_and_payload_types(stacks):
     a, b = UUID.random(), UUID.random()
     s = stacks(fc(), a, [None, b])

@@ -317,6 +317,13 @@ class FC(Protocol):  # noqa: N801 - the JGroups name
         self.down_prot.down_msg(msg)
 
     def send_credit(self, dest, credits: int) -> None:
+        if dest is not None and dest == self.local_addr:
+            # our own share is granted here, as MFC/UFC do (flow_control.py): Java sends it to itself through the
+            # transport's loopback, where it would wait for the loopback thread while our own sender is blocked
+            self.num_credit_responses_sent += 1
+            self.num_credit_responses_received += 1
+            self._handle_credit(dest, credits)
+            return
         msg = Message(dest, self.stack.dialect.object_to_buffer(credits, "Integer" if credits < INT_MAX else "Long"),
                       None, OOB)
         msg.put_header(self.id, FcHeader(REPLENISH))
