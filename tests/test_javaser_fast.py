@@ -188,6 +188,26 @@ def test_the_common_shapes_take_the_fast_reader():
     assert decode_method_call(nested).args == [[1, 2]]
 
 
+
+def test_descriptors_a_stranger_sends_cannot_grow_what_the_reader_remembers():
+    """The reader remembers descriptors by their bytes (at most 256): 2,000 calls, each with a descriptor of a
+    class name never seen before, leave it at that bound; the common calls still read as the general reader
+    reads them."""
+    from jgpy._core.mcread import spans_held
+    from jgpy.blocks.methodcall import METHOD_CALL_CLASS
+    from jgpy.blocks.methodcall_read import method_call_parts
+    stream = MethodCall.old("f", [7]).to_stream()
+    assert stream.count(b"java.lang.Integer") == 1
+    for i in range(2000):
+        strange = stream.replace(b"java.lang.Integer", f"x.Stranger{i:07d}".encode())
+        assert method_call_parts(strange, METHOD_CALL_CLASS) is None       # not a boxed value: the general reader
+        assert spans_held() <= 256
+    assert spans_held() == 256
+    for call in (MethodCall.old("f", [7, "s", b"b", 2.5, True, JLong(9)]),
+                 MethodCall.with_types("echoBytes", [bytes(100)], ["[B"])):
+        assert method_call_parts(call.to_stream(), METHOD_CALL_CLASS) is not None
+        assert _call_outcome(decode_method_call, call.to_stream()) == _call_outcome(_decode_general, call.to_stream())
+
 _LOOP_AND_CHAIN = r"""
 import struct, sys
 sys.path.insert(0, ".")

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 from jgpy._core.jg212 import JavaObject
 from jgpy.javaser import (ClassDesc, JavaArray, JavaObject as ReadObject, JavaSerializationError, ObjectInput,
                           decode_modified_utf8)
-from jgpy.blocks.methodcall_read import _Desc as _FastDesc, _Names, method_call_parts
+from jgpy.blocks.methodcall_read import method_call_fields
 from jgpy.javaser_values import to_python
 from jgpy.javaser_write import (FAST_WRITERS, SC_METHOD_CALL, JavaClass, JavaCollection, JavaMap, JavaWriteError,
                                 ObjectWriter, METHOD_CALL_CLASS)
@@ -249,31 +249,7 @@ class _ReadObjects:
         return v.name
 
 
-class _FastObjects:
-    """The same for :mod:`jgpy.blocks.methodcall_read`'s values (already Python values; anything else: the
-    general reader decides)."""
-
-    @staticmethod
-    def args(v: Any) -> list[Any]:
-        if type(v) is list:
-            return v
-        raise JavaSerializationError("MethodCall: the arguments are not an Object[]")
-
-    @staticmethod
-    def names(v: Any, what: str) -> list[str]:
-        if isinstance(v, _Names):
-            return list(v)
-        raise JavaSerializationError(f"MethodCall: {what} is not an array")
-
-    @staticmethod
-    def declaring(v: Any) -> str:
-        if not isinstance(v, _FastDesc):
-            raise JavaSerializationError("MethodCall: METHOD mode without the declaring class")
-        return v.name
-
-
 _READ_OBJECTS = _ReadObjects()
-_FAST_OBJECTS = _FastObjects()
 
 
 def _assemble(external: bytes, objects: list[Any], read: Any) -> MethodCall:
@@ -309,18 +285,17 @@ def _assemble(external: bytes, objects: list[Any], read: Any) -> MethodCall:
 def decode_method_call(data: bytes) -> MethodCall:
     """A MethodCall from its Java object stream (``AC ED 00 05 ...``) or its ``objectToByteBuffer`` form (tag
     2 first). Malformed or hostile bytes raise :class:`~jgpy.javaser.JavaSerializationError`; the bytes bound
-    everything read. The common shapes are read straight from the bytes (:mod:`jgpy.blocks.methodcall_read`);
-    anything else, and anything that reader does not take, by the general reader from the start."""
+    everything read. The common shapes are read and assembled straight from the bytes, in C
+    (:mod:`jgpy.blocks.methodcall_read`); anything else, and anything that reader does not take, by the general reader from the start."""
     data = bytes(data)
     if data[:1] == b"\x02":
         data = data[1:]
-    parts = method_call_parts(data, METHOD_CALL_CLASS)
-    if parts is not None:
-        try:
-            return _assemble(parts.block, parts.objects, _FAST_OBJECTS)
-        except JavaSerializationError:
-            pass                                    # the general reader gives the error (its words)
-    return method_call_from_object(ObjectInput.from_bytes(data).read_object())
+    fields = method_call_fields(data, METHOD_CALL_CLASS)
+    if fields is None:                              # another shape: the general reader (its value or its words)
+        return method_call_from_object(ObjectInput.from_bytes(data).read_object())
+    mc = MethodCall.__new__(MethodCall)
+    mc.mode, mc.name, mc.args, mc.types, mc.method_id, mc.declaring_class = fields
+    return mc
 
 
 __all__ = ["ID", "METHOD", "MODE_NAMES", "MethodCall", "OLD", "PRIMITIVES", "SIGNATURE", "TYPES",
