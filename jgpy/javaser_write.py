@@ -945,6 +945,20 @@ FAST_WRITERS: dict[type, Any] = {
     JavaObject: ObjectWriter._fast_typed,
 }
 
-__all__ = ["BOXED_SUBCLASSES", "JavaClassDesc", "JByte", "JFloat", "JLong", "JShort", "JavaClass", "JavaCollection", "JavaMap", "JavaThrowable", "JavaWriteError", "MAX_BLOCK_SIZE",
+def c_writer_setup() -> dict[str, Any]:
+    """What ``jgpy._core.mcall``'s MethodCall writer needs to write what this module writes: how to see a
+    descriptor (its name, the bytes up to its super class, its super class), the descriptors it writes, the JLong
+    type and Java's canonical NaN (``jgpy.blocks.methodcall`` passes them to its ``configure_writer``)."""
+    def desc_parts(d: _Desc) -> tuple[str, bytes, _Desc | None]:
+        if d._head is None:
+            object.__setattr__(d, "_head", _desc_head(d))
+        return d.name, d._head, d.super
+    return {"desc_info": desc_parts, "class_object_desc": _class_object_desc, "jlong_type": JLong,
+            "object_array_desc": _OBJECT_ARRAY_DESC, "class_array_desc": _CLASS_ARRAY_DESC,
+            "string_array_desc": _ARRAY_DESCS["[Ljava.lang.String;"], "byte_array_desc": _BYTE_ARRAY_DESC,
+            "box_descs": {k: v[0] for k, v in _BOXES.items()}, "nan_bits": struct.pack(">d", math.nan)}
+
+
+__all__ = ["BOXED_SUBCLASSES", "JavaClassDesc", "JByte", "JFloat", "JLong", "JShort", "JavaClass", "JavaCollection", "JavaMap", "JavaThrowable", "JavaWriteError", "MAX_BLOCK_SIZE", "c_writer_setup",
            "METHOD_CALL_CLASS", "ObjectWriter", "StackFrame", "THROWABLES", "java_hash", "serialize",
            "throwable_from_exception", "write_objects"]

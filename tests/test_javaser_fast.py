@@ -96,6 +96,74 @@ def test_fast_writer_gives_the_general_writers_bytes_for_method_calls(calls):
     assert _write(calls, True) == _write(calls, False)
 
 
+_ASCII = st.sampled_from(["", "a", "s", "echoBytes", "key", "java.lang.String", "x" * 250])
+#: a small pool, so that values repeat (the JVM's cached boxes, -128..127, are shared by value; others are not)
+_POOL_INTS = st.sampled_from([-(1 << 31) - 1, -(1 << 31), -129, -128, -127, -1, 0, 1, 127, 128, (1 << 31) - 1,
+                              1 << 31])
+_SIMPLE = st.one_of(st.none(), st.booleans(), _INTS, _POOL_INTS, _FLOATS, _ASCII, st.binary(max_size=40),
+                    st.builds(JLong, st.integers(-(1 << 63), (1 << 63) - 1)),
+                    st.builds(JavaObject, st.sampled_from(["Integer", "Long"]), _INTS | _POOL_INTS),
+                    st.builds(JavaObject, st.just("Double"), _FLOATS),
+                    st.builds(JavaObject, st.just("Boolean"), st.booleans()),
+                    st.builds(JavaObject, st.just("String"), _ASCII))
+
+
+@st.composite
+def simple_method_calls(draw) -> MethodCall:
+    """Calls of the shapes the C writer takes (it may still hand some to the general writer: long names ...)."""
+    args = draw(st.lists(_SIMPLE, max_size=6))
+    types = [draw(st.sampled_from(_TYPES + ["java.lang.Integer", "org.example.Thing"])) for _ in args]
+    name = draw(_ASCII)
+    mode = draw(st.sampled_from(["old", "types", "signature", "id", "method"]))
+    if mode == "old":
+        return MethodCall.old(name, args)
+    if mode == "types":
+        return MethodCall.with_types(name, args, types)
+    if mode == "signature":
+        return MethodCall.with_signature(name, args, types)
+    if mode == "id":
+        return MethodCall.with_id(draw(st.integers(-32768, 32767)), args)
+    return MethodCall.with_method(name, args, types, draw(st.sampled_from(["org.example.Server", ""])))
+
+
+def _stream_outcome(call: MethodCall) -> bytes | str:
+    try:
+        return call.to_stream()
+    except (TypeError, ValueError) as e:
+        return f"error {type(e).__name__}"
+
+
+@_SETTINGS
+@given(st.one_of(simple_method_calls(), method_calls()))
+def test_the_c_writer_gives_the_general_writers_bytes(call):
+    """MethodCall.to_stream (C for the common shapes, else the general writer) gives the reference writer's bytes
+    (ObjectWriter(fast=False)), or the same error."""
+    assert _stream_outcome(call) == _write([call], False)
+
+
+def test_the_common_shapes_take_the_c_writer():
+    import jgpy._core.mcall as mcall
+    calls = [MethodCall.with_types("echoBytes", [bytes(100)], ["[B"]),
+             MethodCall.old("ping", [1, "a", None, 1, "a", 1 << 40, True, 0.5, b"", JLong(3), -100000,
+                                     math.nan, -0.0, False, 200, -129]),
+             MethodCall.with_signature("put", ["k", b"v", 3], ["java.lang.String", "[B", "int"]),
+             MethodCall.with_types("put", ["key", 42, 3.5, True, 7],
+                                   ["java.lang.String", "java.lang.Integer", "double", "boolean", "long"]),
+             MethodCall.with_method("sample", ["s", 4], ["java.lang.String", "int"], "org.example.Server"),
+             MethodCall.with_id(7, [False, None]),
+             MethodCall.old("edges", [-129, -128, 127, 128, -129, -128, 127, 128, JLong(-128), JLong(-128),
+                                      JLong(-129), JLong(-129), True, False, True, "s", "s", b"", b""])]
+    for call in calls:
+        data = mcall.method_call_stream(call.mode, call.name, call.method_id, call.java_args(), call.types,
+                                        call.declaring_class)
+        assert data is not None and data == _write([call], False), call
+    # what it leaves to the general writer: text beyond ASCII, values it does not write
+    for call in (MethodCall.old("h\u00e9", []), MethodCall.old("f", ["nul\x00"]), MethodCall.old("f", [[1]])):
+        assert mcall.method_call_stream(call.mode, call.name, call.method_id, call.java_args(), call.types,
+                                        call.declaring_class) is None
+        assert call.to_stream() == _write([call], False)
+
+
 def _read_general(data: bytes):
     """The general route: ObjectInput over a stream (every byte through ``read``), bounded by ``len(data)``."""
     return ObjectInput(io.BytesIO(data).read, len(data)).read_object()
@@ -193,7 +261,7 @@ def test_descriptors_a_stranger_sends_cannot_grow_what_the_reader_remembers():
     """The reader remembers descriptors by their bytes (at most 256): 2,000 calls, each with a descriptor of a
     class name never seen before, leave it at that bound; the common calls still read as the general reader
     reads them."""
-    from jgpy._core.mcread import spans_held
+    from jgpy._core.mcall import spans_held
     from jgpy.blocks.methodcall import METHOD_CALL_CLASS
     from jgpy.blocks.methodcall_read import method_call_parts
     stream = MethodCall.old("f", [7]).to_stream()

@@ -26,12 +26,13 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import jgpy._core.mcall as _mcall
 from jgpy._core.jg212 import JavaObject
 from jgpy.javaser import (ClassDesc, JavaArray, JavaObject as ReadObject, JavaSerializationError, ObjectInput,
                           decode_modified_utf8)
 from jgpy.blocks.methodcall_read import method_call_fields
 from jgpy.javaser_values import to_python
-from jgpy.javaser_write import (FAST_WRITERS, SC_METHOD_CALL, JavaClass, JavaCollection, JavaMap, JavaWriteError,
+from jgpy.javaser_write import (FAST_WRITERS, SC_METHOD_CALL, c_writer_setup, JavaClass, JavaCollection, JavaMap, JavaWriteError,
                                 ObjectWriter, METHOD_CALL_CLASS)
 
 OLD, METHOD, TYPES, SIGNATURE, ID = 1, 2, 3, 4, 5
@@ -164,7 +165,14 @@ class MethodCall:
         out.write_raw(b"\x00")                      # no payload (deprecated)
 
     def to_stream(self) -> bytes:
-        """The Java object stream of this call (``ObjectOutputStream.writeObject``)."""
+        """The Java object stream of this call (``ObjectOutputStream.writeObject``): the common shapes from C
+        (``jgpy/_core/mcall.pyx``), anything else (and every error) from :class:`~jgpy.javaser_write.ObjectWriter`;
+        both give the same bytes."""
+        if self.mode == ID or self.name is not None:
+            data = _mcall.method_call_stream(self.mode, self.name, self.method_id, self.java_args(), self.types,
+                                             self.declaring_class)
+            if data is not None:
+                return data
         w = ObjectWriter()
         w.write_object(self)
         return w.getvalue()
@@ -178,6 +186,7 @@ class MethodCall:
 
 
 FAST_WRITERS[MethodCall] = ObjectWriter._externalizable
+_mcall.configure_writer(java_object_type=JavaObject, method_call_desc=SC_METHOD_CALL, **c_writer_setup())
 
 
 _BOOL = struct.Struct(">?")

@@ -12,12 +12,12 @@ there (``tests/test_javaser_fast.py`` compares both on valid and damaged streams
 bytes given and allocates nothing a length claims beyond them; descriptor super chains are cut at
 :data:`MAX_SUPER_CHAIN`, and the descriptors it remembers (by their bytes) are at most 256 of at most 1 KB.
 
-The reader itself is C (``jgpy/_core/mcread.pyx``); this module gives it what it needs from the layers above.
+The reader itself is C (``jgpy/_core/mcall.pyx``); this module gives it what it needs from the layers above.
 """
 
 from __future__ import annotations
 
-import jgpy._core.mcread as _mcread
+import jgpy._core.mcall as _mcread
 from jgpy.javaser import MAX_DEPTH, JavaSerializationError, decode_modified_utf8
 from jgpy.javaser_write import BOXED_SUBCLASSES
 

@@ -1,17 +1,23 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # Every read below checks its bounds by hand (_need) before it touches the buffer.
-"""A MethodCall's parts read straight from its Java object stream, in C: the reader behind
-:mod:`jgpy.blocks.methodcall_read` (whose docstring says which shapes it takes and what it gives for the others).
+"""A MethodCall both ways in C, for the shapes remote calls send: read straight from its Java object stream (the
+reader behind :mod:`jgpy.blocks.methodcall_read`, whose docstring says which shapes it takes and what it gives
+for the others), and written (:func:`method_call_stream`, behind ``MethodCall.to_stream``).
 
-The core imports nothing above it, so what it needs from :mod:`jgpy.javaser` (the modified UTF-8 decoder, the
-depth limit) and the Python types of the boxed values come through :func:`configure`, called once by
-``methodcall_read``. Any shape it does not know, or bytes that end early, make :func:`method_call_parts` return
-None: the general reader then reads the stream from its start."""
+The core imports nothing above it: what the reader needs from :mod:`jgpy.javaser` (the modified UTF-8 decoder,
+the depth limit) comes through :func:`configure`, called by ``methodcall_read``; what the writer needs from
+:mod:`jgpy.javaser_write` (the class descriptors, the types of the values) through :func:`configure_writer`,
+called by :mod:`jgpy.blocks.methodcall`. Anything either does not know gives None: the general reader or writer
+then does the whole stream, and gives its value, its bytes or its error."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeASCII
-from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeASCII
+
+cdef extern from "Python.h":
+    int PyUnicode_IS_ASCII(object o)
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 cdef enum:
@@ -413,7 +419,7 @@ def method_call_parts(data, str class_name):
     cdef _Reader r
     cdef Desc d
     if _decode_mutf8 is None:
-        raise RuntimeError("jgpy._core.mcread.configure() was not called (import jgpy.blocks.methodcall_read)")
+        raise RuntimeError("jgpy._core.mcall.configure() was not called (import jgpy.blocks.methodcall_read)")
     if type(data) is not bytes:
         data = bytes(data)
     if PyBytes_GET_SIZE(data) < 5 or memcmp(PyBytes_AS_STRING(data), PyBytes_AS_STRING(_STREAM_HEADER), 4) != 0 \
@@ -487,3 +493,358 @@ def method_call_fields(data, str class_name):
 def spans_held() -> int:
     """How many descriptors are remembered (bounded by 256, whatever a stranger sends)."""
     return len(_SPANS)
+
+
+# ---- writing ------------------------------------------------------------------------------------------------
+
+cdef enum:
+    TC_LONGSTRING = 0x7C
+    MAX_BLOCK = 1024              # the general writer's block data size (ObjectOutputStream's)
+    MAX_DESC_INFO = 512           # descriptors remembered (class objects of type names: the writer's own bound)
+
+# set by configure_writer()
+cdef object _desc_info = None     # a descriptor -> (name, head bytes or b"" (fields with signatures), super)
+cdef object _class_object_desc = None
+cdef object _java_object_type = None
+cdef object _jlong_type = None
+cdef object _mc_desc = None       # org.jgroups.blocks.MethodCall
+cdef object _object_array_desc = None
+cdef object _class_array_desc = None
+cdef object _string_array_desc = None
+cdef object _byte_array_desc = None
+cdef dict _box_descs = {}         # "Integer" ... -> descriptor
+cdef bytes _nan_bits = None       # Java's canonical NaN, as the general writer writes it
+cdef dict _DESC_INFO = {}         # descriptor -> (name, head, super)
+
+
+def configure_writer(desc_info, class_object_desc, java_object_type, jlong_type, method_call_desc,
+                     object_array_desc, class_array_desc, string_array_desc, byte_array_desc, dict box_descs,
+                     bytes nan_bits) -> None:
+    """What the writer takes from ``jgpy.javaser_write`` and ``jgpy.blocks.methodcall``: how to see a descriptor
+    (``desc_info(d)`` -> (name, the bytes of its fields part or b"", its super class)), the descriptor of a
+    ``Class`` object by name, the value types (JavaObject, JLong), the descriptors it writes, and the NaN."""
+    global _desc_info, _class_object_desc, _java_object_type, _jlong_type, _mc_desc, _object_array_desc
+    global _class_array_desc, _string_array_desc, _byte_array_desc, _box_descs, _nan_bits
+    _desc_info, _class_object_desc = desc_info, class_object_desc
+    _java_object_type, _jlong_type = java_object_type, jlong_type
+    _mc_desc, _object_array_desc, _class_array_desc = method_call_desc, object_array_desc, class_array_desc
+    _string_array_desc, _byte_array_desc = string_array_desc, byte_array_desc
+    _box_descs = dict(box_descs)
+    _nan_bits = nan_bits
+    _DESC_INFO.clear()
+
+
+class _NotHere(Exception):
+    """Not a call this writer writes: the general writer does the whole stream."""
+
+
+cdef class _Out:
+    """The stream being written, with the general writer's handles: strings by value, descriptors by name,
+    Class objects by name, the cached boxes (-128..127, booleans) by value; everything else gets a fresh one."""
+
+    cdef char* buf
+    cdef Py_ssize_t n, cap
+    cdef int next
+    cdef dict strings, descs, classes, boxes
+    cdef char block[MAX_BLOCK]
+    cdef Py_ssize_t blen
+
+    def __cinit__(self):
+        self.cap = 512
+        self.buf = <char*>PyMem_Malloc(self.cap)
+        if self.buf == NULL:
+            raise MemoryError()
+        self.n = 0
+        self.next = BASE_WIRE_HANDLE
+        self.strings, self.descs, self.classes, self.boxes = {}, {}, {}, {}
+        self.blen = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.buf)
+
+    cdef int room(self, Py_ssize_t k) except -1:
+        cdef Py_ssize_t cap = self.cap
+        cdef char* nb
+        if self.n + k <= cap:
+            return 0
+        while cap < self.n + k:
+            cap *= 2
+        nb = <char*>PyMem_Realloc(self.buf, cap)
+        if nb == NULL:
+            raise MemoryError()
+        self.buf, self.cap = nb, cap
+        return 0
+
+    cdef int put(self, const char* p, Py_ssize_t k) except -1:
+        self.room(k)
+        memcpy(self.buf + self.n, p, k)
+        self.n += k
+        return 0
+
+    cdef int put1(self, int b) except -1:
+        self.room(1)
+        self.buf[self.n] = <char>b
+        self.n += 1
+        return 0
+
+    cdef int put_be(self, uint64_t v, int width) except -1:
+        cdef int i
+        self.room(width)
+        for i in range(width):
+            self.buf[self.n + i] = <char>((v >> (8 * (width - 1 - i))) & 0xFF)
+        self.n += width
+        return 0
+
+    cdef int ref(self, int handle) except -1:
+        self.flush_block()
+        self.put1(TC_REFERENCE)
+        self.put_be(<uint64_t><uint32_t>handle, 4)
+        return 0
+
+    # ---- block data (the MethodCall's writeExternal primitives)
+
+    cdef int raw(self, const char* p, Py_ssize_t k) except -1:
+        if self.blen + k > MAX_BLOCK:
+            raise _NotHere                      # the general writer splits long block data
+        memcpy(self.block + self.blen, p, k)
+        self.blen += k
+        return 0
+
+    cdef int flush_block(self) except -1:
+        if self.blen:
+            if self.blen > 0xFF:
+                raise _NotHere                  # TC_BLOCKDATALONG: the general writer
+            self.put1(TC_BLOCKDATA)
+            self.put1(<int>self.blen)
+            self.put(self.block, self.blen)
+            self.blen = 0
+        return 0
+
+    # ---- descriptors, strings, values
+
+    cdef int desc(self, object d) except -1:
+        cdef tuple info
+        cdef object h
+        if d is None:
+            self.put1(TC_NULL)
+            return 0
+        info = _DESC_INFO.get(d)
+        if info is None:
+            info = tuple(_desc_info(d))
+            if len(_DESC_INFO) < MAX_DESC_INFO:
+                _DESC_INFO[d] = info
+        h = self.descs.get(info[0])
+        if h is not None:
+            return self.ref(h)
+        if not PyBytes_GET_SIZE(<bytes>info[1]):
+            raise _NotHere                      # fields that name classes: signature strings, shared by value
+        self.put(PyBytes_AS_STRING(<bytes>info[1]), PyBytes_GET_SIZE(<bytes>info[1]))
+        self.descs[info[0]] = self.next
+        self.next += 1
+        return self.desc(info[2])
+
+    cdef int string(self, str s) except -1:
+        cdef Py_ssize_t k
+        cdef const char* p
+        cdef object h = self.strings.get(s)
+        self.flush_block()
+        if h is not None:
+            return self.ref(h)
+        if not PyUnicode_IS_ASCII(s) or "\0" in s:
+            raise _NotHere                      # modified UTF-8 beyond ASCII: the general writer
+        p = PyUnicode_AsUTF8AndSize(s, &k)
+        if k > 0xFFFF:
+            raise _NotHere                      # TC_LONGSTRING
+        self.put1(TC_STRING)
+        self.put_be(<uint64_t>k, 2)
+        self.put(p, k)
+        self.strings[s] = self.next
+        self.next += 1
+        return 0
+
+    cdef int byte_array(self, bytes v) except -1:
+        self.put1(TC_ARRAY)
+        self.desc(_byte_array_desc)
+        self.next += 1
+        self.put_be(<uint64_t><uint32_t>PyBytes_GET_SIZE(v), 4)
+        self.put(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v))
+        return 0
+
+    cdef int box(self, str jtype, uint64_t bits, int width, bint cached, object key) except -1:
+        """TC_OBJECT, the box's descriptor, a handle (remembered by ``key`` when the JVM caches the value) and the
+        value's ``width`` bytes."""
+        cdef object h
+        if cached:
+            h = self.boxes.get(key)
+            if h is not None:
+                return self.ref(h)
+        self.put1(TC_OBJECT)
+        self.desc(_box_descs[jtype])
+        if cached:
+            self.boxes[key] = self.next
+        self.next += 1
+        self.put_be(bits, width)
+        return 0
+
+    cdef int integer(self, str jtype, object v) except -1:
+        cdef int64_t x
+        if type(v) is not int and type(v) is not _jlong_type:
+            raise _NotHere
+        if not -(1 << 63) <= v < (1 << 63):
+            raise _NotHere                      # no Java long: the general writer's error
+        x = v
+        if jtype == "Integer":
+            if not -(1 << 31) <= x < (1 << 31):
+                raise _NotHere
+            return self.box(jtype, <uint64_t><uint32_t><int32_t>x, 4, -128 <= x <= 127, (jtype, x))
+        return self.box(jtype, <uint64_t>x, 8, -128 <= x <= 127, (jtype, x))
+
+    cdef int double(self, object v) except -1:
+        cdef double dv
+        cdef uint64_t bits
+        if type(v) is not float:
+            raise _NotHere
+        dv = v
+        if dv != dv:
+            memcpy(&bits, PyBytes_AS_STRING(_nan_bits), 8)
+            bits = ((<uint64_t>(<unsigned char*>&bits)[0] << 56) | (<uint64_t>(<unsigned char*>&bits)[1] << 48)
+                    | (<uint64_t>(<unsigned char*>&bits)[2] << 40) | (<uint64_t>(<unsigned char*>&bits)[3] << 32)
+                    | (<uint64_t>(<unsigned char*>&bits)[4] << 24) | (<uint64_t>(<unsigned char*>&bits)[5] << 16)
+                    | (<uint64_t>(<unsigned char*>&bits)[6] << 8) | (<uint64_t>(<unsigned char*>&bits)[7]))
+        else:
+            memcpy(&bits, &dv, 8)
+        return self.box("Double", bits, 8, False, None)
+
+    cdef int value(self, object v) except -1:
+        """One argument of the Object[] (what ``java_args`` gave)."""
+        cdef type t = type(v)
+        self.flush_block()
+        if v is None:
+            return self.put1(TC_NULL)
+        if t is str:
+            return self.string(<str>v)
+        if t is bytes:
+            return self.byte_array(<bytes>v)
+        if t is bool:
+            return self.box("Boolean", 1 if v else 0, 1, True, ("Boolean", 1 if v else 0))
+        if t is int:
+            if -(1 << 31) <= v < (1 << 31):
+                return self.integer("Integer", v)
+            return self.integer("Long", v)
+        if t is float:
+            return self.double(v)
+        if t is _jlong_type:
+            return self.integer("Long", v)
+        if t is _java_object_type:
+            jtype, jv = v.type, v.value
+            if jtype == "Integer" or jtype == "Long":
+                if type(jv) is bool:
+                    raise _NotHere
+                return self.integer(jtype, jv)
+            if jtype == "Double":
+                return self.double(jv)
+            if jtype == "Boolean" and type(jv) is bool:
+                return self.box("Boolean", 1 if jv else 0, 1, True, ("Boolean", 1 if jv else 0))
+            if jtype == "String" and type(jv) is str:
+                return self.string(<str>jv)
+        raise _NotHere
+
+    cdef int class_object(self, str name) except -1:
+        cdef object h = self.classes.get(name)
+        self.flush_block()
+        if h is not None:
+            return self.ref(h)
+        self.put1(TC_CLASS)
+        self.desc(_class_object_desc(name))
+        self.classes[name] = self.next
+        self.next += 1
+        return 0
+
+    cdef int utf(self, str s) except -1:
+        """``writeUTF`` into the block data (ASCII without NUL only: the rest is the general writer's)."""
+        cdef Py_ssize_t k
+        cdef const char* p
+        cdef char hdr[2]
+        if not PyUnicode_IS_ASCII(s) or "\0" in s:
+            raise _NotHere
+        p = PyUnicode_AsUTF8AndSize(s, &k)
+        hdr[0] = <char>((k >> 8) & 0xFF)
+        hdr[1] = <char>(k & 0xFF)
+        self.raw(hdr, 2)
+        return self.raw(p, k)
+
+    cdef bytes getvalue(self):
+        return PyBytes_FromStringAndSize(self.buf, self.n)
+
+
+def method_call_stream(int mode, name, method_id, tuple args, types, declaring):
+    """The Java object stream of a MethodCall (``AC ED 00 05 ...``), as ``ObjectWriter().write_object(call)``
+    writes it, ``args`` already in their Java form (``MethodCall.java_args``); None when the call holds what only
+    the general writer writes (another value type, text beyond ASCII, long block data ...)."""
+    cdef _Out o = _Out()
+    cdef char b[3]
+    cdef int mid
+    if _mc_desc is None:
+        raise RuntimeError("jgpy._core.mcall.configure_writer() was not called (import jgpy.blocks.methodcall)")
+    if mode < MODE_OLD or mode > MODE_ID or type(method_id) is not int or not -32768 <= method_id <= 32767:
+        return None
+    mid = method_id
+    try:
+        o.put(PyBytes_AS_STRING(_STREAM_HEADER), 4)
+        o.put1(TC_OBJECT)
+        o.desc(_mc_desc)
+        o.next += 1                                     # the MethodCall itself
+        if mode != MODE_ID:
+            if type(name) is not str:
+                return None
+            o.raw(b"\x01", 1)
+            o.utf(<str>name)
+        else:
+            b[0], b[1], b[2] = 0, <char>((mid >> 8) & 0xFF), <char>(mid & 0xFF)
+            o.raw(b, 3)
+        o.flush_block()
+        o.put1(TC_ARRAY)                                # the arguments: an Object[] of its own
+        o.desc(_object_array_desc)
+        o.next += 1
+        o.put_be(<uint64_t>len(args), 4)
+        for a in args:
+            o.value(a)
+        b[0], b[1] = 0, <char>mode
+        o.raw(b, 2)
+        if mode == MODE_METHOD or mode == MODE_TYPES:
+            if types is None:
+                types = ()
+            o.flush_block()
+            o.put1(TC_ARRAY)
+            o.desc(_class_array_desc)
+            o.next += 1
+            o.put_be(<uint64_t>len(types), 4)
+            for t in types:
+                if type(t) is not str:
+                    return None
+                o.class_object(<str>t)
+            if mode == MODE_METHOD:
+                declaring = declaring or "java.lang.Object"
+                if type(declaring) is not str:
+                    return None
+                o.class_object(<str>declaring)
+        elif mode == MODE_SIGNATURE:
+            o.flush_block()
+            o.put1(TC_ARRAY)
+            o.desc(_string_array_desc)
+            o.next += 1
+            types = () if types is None else types
+            o.put_be(<uint64_t>len(types), 4)
+            for t in types:
+                if t is None:
+                    o.put1(TC_NULL)
+                elif type(t) is str:
+                    o.string(<str>t)
+                else:
+                    return None
+        o.raw(b"\x00", 1)                               # no payload (deprecated)
+        o.flush_block()
+        o.put1(TC_ENDBLOCKDATA)
+        return o.getvalue()
+    except (_NotHere, OverflowError):
+        return None
