@@ -14,11 +14,11 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.list cimport PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeASCII
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
 
 cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
-from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcmp, memcpy
 
 cdef enum:
     TC_NULL = 0x70
@@ -498,7 +498,6 @@ def spans_held() -> int:
 # ---- writing ------------------------------------------------------------------------------------------------
 
 cdef enum:
-    TC_LONGSTRING = 0x7C
     MAX_BLOCK = 1024              # the general writer's block data size (ObjectOutputStream's)
     MAX_DESC_INFO = 512           # descriptors remembered (class objects of type names: the writer's own bound)
 
