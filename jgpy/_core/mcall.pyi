@@ -3,11 +3,14 @@
 from collections.abc import Callable
 from typing import Any
 
+from typing_extensions import disjoint_base
+
 MAX_SUPER_CHAIN: int
 
 def configure(decode_mutf8: Callable[[bytes], str], text_error: type[BaseException], max_depth: int,
               long_type: type[int]) -> None: ...
 
+@disjoint_base
 class Desc:
     name: str
     flags: int
@@ -18,6 +21,7 @@ class Desc:
 
 class Names(list[str]): ...
 
+@disjoint_base
 class Parts:
     block: bytes
     objects: list[Any]
