@@ -166,13 +166,15 @@ def test_lock_service_demo_and_a_jgpy_member_contend(tmp_path, udp_group, demo_f
             assert [e[0] for e in ev[:2]] == ["locked", "unlocked"] and ev[-1][0] == "locked"
             assert re.fullmatch(r"J::\d+", ev[0][2]) and ev[1][2] == ev[0][2] and ev[-1][2].startswith("P::")
             assert [e[0] for e in ev] == ["locked", "unlocked"] * ((len(ev) - 1) // 2) + ["locked"]
-        out = demo.run("trylock L")                                         # tryLock(): no
-        assert any(x.endswith('Failed locking "L"') for x in out) and not held_by_demo(out, "L")
-        out = demo.run("trylock L 300")                                     # tryLock(300 ms): no
-        assert any(x.endswith('Failed locking "L"') for x in out) and not held_by_demo(out, "L")
-        if demo_first:
-            wait_until(lambda: demo.server_locks().get("L", "").startswith("P::") and
-                       "queue" not in demo.server_locks()["L"], 10, msg="the demo's timed-out request gone")
+        if not demo_first:
+            # the demo's own failing tries, against our server. (With the demo as server, its server drops its
+            # own denied request from the lock's queue on a protocol thread after it answered, while the demo's
+            # command loop prints the locks at once: 2.12's unguarded ServerLock.toString then ended the demo
+            # with a ConcurrentModificationException in CI, a Java-only race no pause of ours can avoid.)
+            out = demo.run("trylock L")                                     # tryLock(): no
+            assert any(x.endswith('Failed locking "L"') for x in out) and not held_by_demo(out, "L")
+            out = demo.run("trylock L 300")                                 # tryLock(300 ms): no
+            assert any(x.endswith('Failed locking "L"') for x in out) and not held_by_demo(out, "L")
 
         demo.type("lock L L2")                                              # blocks on L while jgpy holds it
         with pytest.raises(AssertionError):
