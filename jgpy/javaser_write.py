@@ -959,6 +959,7 @@ def c_writer_setup() -> dict[str, Any]:
             "box_descs": {k: v[0] for k, v in _BOXES.items()}, "nan_bits": struct.pack(">d", math.nan)}
 
 
-__all__ = ["BOXED_SUBCLASSES", "JavaClassDesc", "JByte", "JFloat", "JLong", "JShort", "JavaClass", "JavaCollection", "JavaMap", "JavaThrowable", "JavaWriteError", "MAX_BLOCK_SIZE", "c_writer_setup",
-           "METHOD_CALL_CLASS", "ObjectWriter", "StackFrame", "THROWABLES", "java_hash", "serialize",
-           "throwable_from_exception", "write_objects"]
+__all__ = ["BOXED_SUBCLASSES", "JavaClassDesc", "JByte", "JFloat", "JLong", "JShort", "JavaClass", "JavaCollection",
+           "JavaMap", "JavaThrowable", "JavaWriteError", "MAX_BLOCK_SIZE", "c_writer_setup", "METHOD_CALL_CLASS",
+           "ObjectWriter", "StackFrame", "THROWABLES", "java_hash", "serialize", "throwable_from_exception",
+           "write_objects"]

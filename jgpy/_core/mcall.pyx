@@ -45,7 +45,7 @@ cdef bytes _STREAM_HEADER = b"\xac\xed\x00\x05"
 cdef dict _SPANS = {}
 cdef Py_ssize_t _MAX_SPANS = 256
 cdef Py_ssize_t _MAX_SPAN = 1024
-cdef object _PENDING = object()   # the handle of an array whose elements are being read (a reference to it: unsupported)
+cdef object _PENDING = object()   # the handle of an array being read (a reference to it: unsupported)
 
 # set by configure()
 cdef object _decode_mutf8 = None

@@ -32,8 +32,8 @@ from jgpy.javaser import (ClassDesc, JavaArray, JavaObject as ReadObject, JavaSe
                           decode_modified_utf8)
 from jgpy.blocks.methodcall_read import method_call_fields
 from jgpy.javaser_values import to_python
-from jgpy.javaser_write import (FAST_WRITERS, SC_METHOD_CALL, c_writer_setup, JavaClass, JavaCollection, JavaMap, JavaWriteError,
-                                ObjectWriter, METHOD_CALL_CLASS)
+from jgpy.javaser_write import (FAST_WRITERS, SC_METHOD_CALL, JavaClass, JavaCollection, JavaMap, JavaWriteError,
+                                ObjectWriter, METHOD_CALL_CLASS, c_writer_setup)
 
 OLD, METHOD, TYPES, SIGNATURE, ID = 1, 2, 3, 4, 5
 MODE_NAMES = {OLD: "OLD", METHOD: "METHOD", TYPES: "TYPES", SIGNATURE: "SIGNATURE", ID: "ID"}
@@ -295,7 +295,8 @@ def decode_method_call(data: bytes) -> MethodCall:
     """A MethodCall from its Java object stream (``AC ED 00 05 ...``) or its ``objectToByteBuffer`` form (tag
     2 first). Malformed or hostile bytes raise :class:`~jgpy.javaser.JavaSerializationError`; the bytes bound
     everything read. The common shapes are read and assembled straight from the bytes, in C
-    (:mod:`jgpy.blocks.methodcall_read`); anything else, and anything that reader does not take, by the general reader from the start."""
+    (:mod:`jgpy.blocks.methodcall_read`); anything else, and anything that reader does not take, by the general
+    reader from the start."""
     data = bytes(data)
     if data[:1] == b"\x02":
         data = data[1:]
