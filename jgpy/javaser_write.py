@@ -463,9 +463,7 @@ class ObjectWriter:
         """The descriptor in full. One whose fields name no class (no signature strings: boxes, arrays) has the
         same bytes up to its super class in every stream: those are made once (``_head``), the super class
         written after them (e.g. Long's after Integer's: a reference to Number)."""
-        if self._dispatch and d._head is None:
-            object.__setattr__(d, "_head", _desc_head(d))
-        if self._dispatch and d._head:
+        if self._dispatch and _desc_head(d):
             self.buf += d._head
             self._new_handle(d._key)
             self._class_desc(d.super)
@@ -871,12 +869,17 @@ def _desc_blob(d: _Desc) -> tuple[bytes, tuple[Any, ...]] | tuple[()]:
 
 def _desc_head(d: _Desc) -> bytes:
     """The bytes of ``d`` up to its super class (b"" when a field names a class: its signature string is an
-    object, shared by value, so not the same bytes in every stream)."""
-    if any(sig is not None for _, _, sig in d.fields):
-        return b""
-    w = ObjectWriter(fast=False)
-    w._write_desc_fields(d)
-    return bytes(w.buf[len(STREAM_HEADER):])
+    object, shared by value, so not the same bytes in every stream), made once and remembered on ``d``."""
+    head: bytes | None = d._head
+    if head is None:
+        if any(sig is not None for _, _, sig in d.fields):
+            head = b""
+        else:
+            w = ObjectWriter(fast=False)
+            w._write_desc_fields(d)
+            head = bytes(w.buf[len(STREAM_HEADER):])
+        object.__setattr__(d, "_head", head)
+    return head
 
 
 def _class_object_desc(name: str) -> _Desc:
@@ -950,9 +953,7 @@ def c_writer_setup() -> dict[str, Any]:
     descriptor (its name, the bytes up to its super class, its super class), the descriptors it writes, the JLong
     type and Java's canonical NaN (``jgpy.blocks.methodcall`` passes them to its ``configure_writer``)."""
     def desc_parts(d: _Desc) -> tuple[str, bytes, _Desc | None]:
-        if d._head is None:
-            object.__setattr__(d, "_head", _desc_head(d))
-        return d.name, d._head, d.super
+        return d.name, _desc_head(d), d.super
     return {"desc_info": desc_parts, "class_object_desc": _class_object_desc, "jlong_type": JLong,
             "object_array_desc": _OBJECT_ARRAY_DESC, "class_array_desc": _CLASS_ARRAY_DESC,
             "string_array_desc": _ARRAY_DESCS["[Ljava.lang.String;"], "byte_array_desc": _BYTE_ARRAY_DESC,

@@ -51,14 +51,7 @@ VALUES = st.recursive(_LEAVES, lambda inner: st.one_of(
 _TYPES = ["int", "long", "java.lang.String", "[B", "boolean", "double", "java.lang.Object"]
 
 
-@st.composite
-def method_calls(draw) -> MethodCall:
-    args = draw(st.lists(VALUES, max_size=5))
-    mode = draw(st.sampled_from(["old", "types", "signature", "id", "method"]))
-    name = draw(_STRINGS | st.just("x" * 300))
-    types = ["java.lang.Object"] * len(args) if draw(st.booleans()) else \
-        [draw(st.sampled_from(_TYPES)) if isinstance(a, (type(None), str, bytes)) else "java.lang.Object"
-         for a in args]
+def _call_in_mode(draw, mode: str, name: str, args: list, types: list[str], declaring: str) -> MethodCall:
     if mode == "old":
         return MethodCall.old(name, args)
     if mode == "types":
@@ -67,7 +60,18 @@ def method_calls(draw) -> MethodCall:
         return MethodCall.with_signature(name, args, types)
     if mode == "id":
         return MethodCall.with_id(draw(st.integers(-32768, 32767)), args)
-    return MethodCall.with_method(name, args, types, "org.example.Server")
+    return MethodCall.with_method(name, args, types, declaring)
+
+
+@st.composite
+def method_calls(draw) -> MethodCall:
+    args = draw(st.lists(VALUES, max_size=5))
+    mode = draw(st.sampled_from(["old", "types", "signature", "id", "method"]))
+    name = draw(_STRINGS | st.just("x" * 300))
+    types = ["java.lang.Object"] * len(args) if draw(st.booleans()) else \
+        [draw(st.sampled_from(_TYPES)) if isinstance(a, (type(None), str, bytes)) else "java.lang.Object"
+         for a in args]
+    return _call_in_mode(draw, mode, name, args, types, "org.example.Server")
 
 
 def _write(values: list, fast: bool) -> bytes | str:
@@ -115,15 +119,7 @@ def simple_method_calls(draw) -> MethodCall:
     types = [draw(st.sampled_from(_TYPES + ["java.lang.Integer", "org.example.Thing"])) for _ in args]
     name = draw(_ASCII)
     mode = draw(st.sampled_from(["old", "types", "signature", "id", "method"]))
-    if mode == "old":
-        return MethodCall.old(name, args)
-    if mode == "types":
-        return MethodCall.with_types(name, args, types)
-    if mode == "signature":
-        return MethodCall.with_signature(name, args, types)
-    if mode == "id":
-        return MethodCall.with_id(draw(st.integers(-32768, 32767)), args)
-    return MethodCall.with_method(name, args, types, draw(st.sampled_from(["org.example.Server", ""])))
+    return _call_in_mode(draw, mode, name, args, types, draw(st.sampled_from(["org.example.Server", ""])))
 
 
 def _stream_outcome(call: MethodCall) -> bytes | str:

@@ -512,7 +512,7 @@ cdef object _class_array_desc = None
 cdef object _string_array_desc = None
 cdef object _byte_array_desc = None
 cdef dict _box_descs = {}         # "Integer" ... -> descriptor
-cdef bytes _nan_bits = None       # Java's canonical NaN, as the general writer writes it
+cdef uint64_t _nan_bits = 0       # Java's canonical NaN, as the general writer writes it
 cdef dict _DESC_INFO = {}         # descriptor -> (name, head, super)
 
 
@@ -529,7 +529,7 @@ def configure_writer(desc_info, class_object_desc, java_object_type, jlong_type,
     _mc_desc, _object_array_desc, _class_array_desc = method_call_desc, object_array_desc, class_array_desc
     _string_array_desc, _byte_array_desc = string_array_desc, byte_array_desc
     _box_descs = dict(box_descs)
-    _nan_bits = nan_bits
+    _nan_bits = int.from_bytes(nan_bits, "big")
     _DESC_INFO.clear()
 
 
@@ -705,14 +705,13 @@ cdef class _Out:
             raise _NotHere
         dv = v
         if dv != dv:
-            memcpy(&bits, PyBytes_AS_STRING(_nan_bits), 8)
-            bits = ((<uint64_t>(<unsigned char*>&bits)[0] << 56) | (<uint64_t>(<unsigned char*>&bits)[1] << 48)
-                    | (<uint64_t>(<unsigned char*>&bits)[2] << 40) | (<uint64_t>(<unsigned char*>&bits)[3] << 32)
-                    | (<uint64_t>(<unsigned char*>&bits)[4] << 24) | (<uint64_t>(<unsigned char*>&bits)[5] << 16)
-                    | (<uint64_t>(<unsigned char*>&bits)[6] << 8) | (<uint64_t>(<unsigned char*>&bits)[7]))
+            bits = _nan_bits
         else:
             memcpy(&bits, &dv, 8)
         return self.box("Double", bits, 8, False, None)
+
+    cdef int boolean(self, bint v) except -1:
+        return self.box("Boolean", v, 1, True, ("Boolean", <int>v))
 
     cdef int value(self, object v) except -1:
         """One argument of the Object[] (what ``java_args`` gave)."""
@@ -725,7 +724,7 @@ cdef class _Out:
         if t is bytes:
             return self.byte_array(<bytes>v)
         if t is bool:
-            return self.box("Boolean", 1 if v else 0, 1, True, ("Boolean", 1 if v else 0))
+            return self.boolean(v)
         if t is int:
             if -(1 << 31) <= v < (1 << 31):
                 return self.integer("Integer", v)
@@ -743,7 +742,7 @@ cdef class _Out:
             if jtype == "Double":
                 return self.double(jv)
             if jtype == "Boolean" and type(jv) is bool:
-                return self.box("Boolean", 1 if jv else 0, 1, True, ("Boolean", 1 if jv else 0))
+                return self.boolean(jv)
             if jtype == "String" and type(jv) is str:
                 return self.string(<str>jv)
         raise _NotHere
