@@ -9,7 +9,9 @@ returns. The tests run in order on one broker and one cluster (module scope)."""
 
 from __future__ import annotations
 
+import os
 import random
+import socket
 import threading
 import time
 import types
@@ -23,6 +25,7 @@ from jgpy.headers import TpHeader
 from jgpy.protocols.jms import BoundedInbox, Outbox, default_topic, made_up_address, unicast_topic
 from jgpy.stack.config import load_config
 from jgpy.testing.activemq import ActiveMQBroker, unavailable_reason
+from jgpy.testing.children import listens_on
 from jgpy.testing.cluster import check_fifo, make_member, wait_all
 from jgpy.testing.java import free_port_block
 from jgpy.testing.javajson import from_json
@@ -291,3 +294,25 @@ def test_outage_longer_than_fd_all_splits_and_merges_back(broker):
     finally:
         for m in members:
             m.close()
+
+
+def test_a_broker_whose_port_is_taken_before_it_binds_moves_to_another(tmp_path):
+    """The broker is up once its own process listens on its port, not once anything accepts there: a CI run met a
+    port chosen free and taken by another test before the broker bound it (the broker exited, the other listener
+    answered, and every member then failed to reach the broker). Its first start moves to a fresh port."""
+    require(unavailable_reason())
+    b = ActiveMQBroker(tmp_path / "activemq")
+    taken = b.port
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        assert listens_on(os.getpid(), taken)
+        b.start()
+        try:
+            assert b.port != taken
+            assert b.proc is not None and listens_on(b.proc.pid, b.port)
+            assert not listens_on(b.proc.pid, taken)
+            assert b.url == f"stomp://127.0.0.1:{b.port}"
+        finally:
+            b.stop()

@@ -3,17 +3,20 @@
 The broker gets a generated ``activemq.xml`` with one STOMP connector on 127.0.0.1 and a port of its own, no
 persistence, no JMX, no advisories, and a data directory under the caller's work directory; it can be killed and
 started again on the same port (a broker crash while members are connected).
+
+The broker counts as up once the STOMP port is listened on by the broker's own process (``/proc``), not merely
+once something accepts there: a port chosen free can be taken by another test before the broker binds it, and
+then the broker exits while the other listener answers. Its first start then moves to a fresh port.
 """
 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-from jgpy.testing.children import ChildProcesses
+from jgpy.testing.children import ChildProcesses, listens_on
 from jgpy.testing.java import free_port_block
 
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
@@ -52,19 +55,39 @@ class ActiveMQBroker:
         self.port = free_port_block(1)
         self.heap = heap
         self.proc: subprocess.Popen[bytes] | None = None
+        self._started = False                      # a restart keeps its port: the members know it
         conf = self.workdir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         (self.workdir / "data").mkdir(exist_ok=True)
         self.config = conf / "activemq.xml"
-        self.config.write_text(_CONFIG.format(data=self.workdir / "data", port=self.port))
+        self._write_config()
         self.log = self.workdir / "broker.log"
+
+    def _write_config(self) -> None:
+        self.config.write_text(_CONFIG.format(data=self.workdir / "data", port=self.port))
 
     @property
     def url(self) -> str:
         return f"stomp://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> None:
-        """Start the broker and wait until its STOMP port accepts connections."""
+    def start(self, timeout: float = 60.0, attempts: int = 3) -> None:
+        """Start the broker and wait until its own process listens on the STOMP port. On the first start, a
+        port taken by another process meanwhile (the broker exits: it cannot bind) is replaced, ``attempts``
+        times in all."""
+        for attempt in range(attempts):
+            if self._start_once(timeout):
+                self._started = True
+                return
+            if self._started or attempt == attempts - 1:
+                break
+            self.port = free_port_block(1)
+            self._write_config()
+        tail = self.log.read_text(errors="replace")[-3000:]
+        self.stop()
+        raise RuntimeError(f"ActiveMQ did not listen on 127.0.0.1:{self.port} within {timeout} s:\n{tail}")
+
+    def _start_once(self, timeout: float) -> bool:
+        """One broker process: True once it listens on the port; False if it exited first (stopped)."""
         base = self.workdir
         cmd = ["java", f"-Xmx{self.heap}", f"-Dactivemq.home={ACTIVEMQ_HOME}", f"-Dactivemq.base={base}",
                f"-Dactivemq.conf={base / 'conf'}", f"-Dactivemq.data={base / 'data'}",
@@ -76,16 +99,12 @@ class ActiveMQBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                break
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.2)
-        tail = self.log.read_text(errors="replace")[-3000:]
-        self.stop()
-        raise RuntimeError(f"ActiveMQ did not open 127.0.0.1:{self.port} within {timeout} s:\n{tail}")
-
+                self.stop()
+                return False
+            if listens_on(self.proc.pid, self.port):
+                return True
+            time.sleep(0.2)
+        return False
     def kill(self) -> None:
         """``kill -9`` (a broker crash): every connection drops at once."""
         if self.proc is not None and self.proc.poll() is None:

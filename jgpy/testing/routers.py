@@ -4,13 +4,12 @@ a process of its own that is always reaped, and the system properties that point
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-from jgpy.testing.children import ChildProcesses
+from jgpy.testing.children import ChildProcesses, listens_on
 from jgpy.testing.java import JGROUPS_JAR, REPO_ROOT, free_port_block
 
 _live = ChildProcesses()
@@ -21,14 +20,6 @@ def router_props(ports: list[int]) -> dict[str, str]:
     pointing at routers on 127.0.0.1 ``ports``."""
     hosts = ",".join(f"127.0.0.1[{p}]" for p in ports)
     return {"jgroups.tunnel.gossip_router_hosts": hosts, "jgroups.bind_addr": "127.0.0.1"}
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class RouterProcess:
@@ -52,14 +43,15 @@ class RouterProcess:
                 "--stats-interval", "0", *self.extra]
 
     def start(self) -> None:
-        """Start (again, after :meth:`kill` or :meth:`stop`) and wait until it accepts connections."""
+        """Start (again, after :meth:`kill` or :meth:`stop`) and wait until its own process listens on the port
+        (another process listening there does not count: the router then exits, unable to bind)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env)
         _live.add(self)
         deadline = time.monotonic() + self.start_timeout
-        while not _listening(self.port):
+        while not listens_on(self.proc.pid, self.port):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.kind} GossipRouter exited with {self.proc.returncode}: {self.log_tail()}")
             if time.monotonic() > deadline:
