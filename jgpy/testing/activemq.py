@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from jgpy.testing.children import ChildProcesses, listens_on
 from jgpy.testing.java import free_port_block
@@ -82,12 +83,11 @@ class ActiveMQBroker:
                 break
             self.port = free_port_block(1)
             self._write_config()
-        tail = self.log.read_text(errors="replace")[-3000:]
-        self.stop()
-        raise RuntimeError(f"ActiveMQ did not listen on 127.0.0.1:{self.port} within {timeout} s:\n{tail}")
+        self._fail(f"exited before listening on 127.0.0.1:{self.port}")
 
     def _start_once(self, timeout: float) -> bool:
-        """One broker process: True once it listens on the port; False if it exited first (stopped)."""
+        """One broker process: True once it listens on the port, False if it exited first; if neither happens
+        within ``timeout`` s, it is stopped and RuntimeError raised."""
         base = self.workdir
         cmd = ["java", f"-Xmx{self.heap}", f"-Dactivemq.home={ACTIVEMQ_HOME}", f"-Dactivemq.base={base}",
                f"-Dactivemq.conf={base / 'conf'}", f"-Dactivemq.data={base / 'data'}",
@@ -104,7 +104,13 @@ class ActiveMQBroker:
             if listens_on(self.proc.pid, self.port):
                 return True
             time.sleep(0.2)
-        return False
+        self._fail(f"did not listen on 127.0.0.1:{self.port} within {timeout} s")
+
+    def _fail(self, what: str) -> NoReturn:
+        tail = self.log.read_text(errors="replace")[-3000:]
+        self.stop()
+        raise RuntimeError(f"ActiveMQ {what}:\n{tail}")
+
     def kill(self) -> None:
         """``kill -9`` (a broker crash): every connection drops at once."""
         if self.proc is not None and self.proc.poll() is None:
