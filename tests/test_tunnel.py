@@ -30,6 +30,7 @@ from jgpy.stack.gossip import GossipData, Limits, NeedMore
 from jgpy.stack.config import parse_xml
 from jgpy.stack.routerstub import RouterStub
 from jgpy.stack.stack import ProtocolStack
+from jgpy.testing.children import listens_on
 from jgpy.testing.cluster import make_member, stock, wait_all
 from jgpy.testing.java import free_port_block
 from jgpy.testing.routers import RouterProcess, router_props
@@ -449,7 +450,7 @@ def test_the_router_process_survives_emfile_and_stops_cleanly_on_sigterm():
                             env=env, preexec_fn=limit)
     socks = []
     try:
-        assert wait_all(lambda: _listens(port), 30)
+        assert wait_all(lambda: listens_on(proc.pid, port), 30)
         for _ in range(60):                 # more than the process has descriptors: accept() fails (EMFILE)
             socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
         time.sleep(1.0)
@@ -478,11 +479,3 @@ def test_the_router_process_survives_emfile_and_stops_cleanly_on_sigterm():
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-
-
-def _listens(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
