@@ -22,7 +22,7 @@ from jgpy.headers import EncryptHeader, NakAckHeader
 from jgpy.protocols.encrypt import ENCRYPT
 from jgpy.protocols.encrypt_keys import RsaKeyPair, SymmetricCipher, java_utf8_string, key_version
 from jgpy.stack.config import load_config
-from jgpy.testing.cluster import JavaMember, JgpyMember, wait_all
+from jgpy.testing.cluster import JavaMember, JgpyMember, check_fifo, wait_all
 from jgpy.testing.java import JavaNode
 from tests.fakestack import FakeNetwork, FakeStack, wait_until
 
@@ -497,6 +497,41 @@ def test_key_exchange_configs_in_mixed_clusters(config, kinds, java_nodes, udp_g
             if m.kind == "jgpy":
                 st = encrypt_stats(m)
                 assert st["dropped_undecryptable"] == st["dropped_no_header"] == st["failed_msgs"] == 0, st
+    finally:
+        c.close()
+
+
+@pytest.mark.interop
+@pytest.mark.processes
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("coordinator", ["J", "P"], ids=["java-coordinator", "jgpy-coordinator"])
+def test_a_joiner_sending_through_its_key_exchange_keeps_fifo_order(coordinator, java_nodes, udp_group):
+    """EncryptNoKeyStore.xml (ENCRYPT above NAKACK): a jgpy joiner sends from the moment it is connected, before
+    and after the key arrives; what it held goes out first and every member delivers its messages 0..n-1 in
+    order. (A Java joiner does not: 2.12 drains its queue on the thread that took the key while the sender
+    sends directly, and the messages get their sequence numbers out of order: docs/SECURITY.md.)"""
+    props, cluster, _ = udp_group
+    c = Cluster(coordinator + "P", "EncryptNoKeyStore.xml", props)
+    try:
+        first, joiner = c.members
+        first.connect(cluster)
+        joiner.connect(cluster)
+        n, after_key, deadline = 0, 0, time.monotonic() + 30
+        while after_key < 500 and time.monotonic() < deadline:
+            if n < 8000 or after_key:           # without a pause: the key lands, and the queue drains, mid-stream
+                joiner.send_numbered(10, start=n)
+                n += 10
+            else:                               # (the held messages stay below max_queued_msgs, 10000)
+                time.sleep(0.001)
+            if after_key or not encrypt_stats(joiner)["waiting_for_key"]:
+                after_key += 10
+        queued = encrypt_stats(joiner)["queued_down"]
+        assert queued > 0 and after_key >= 500, f"no overlap: {queued} of {n} held, {after_key} sent after the key"
+        for m in c.members:
+            assert m.wait_received(n, timeout=60), (m.name, m.received.count())
+            assert not check_fifo(m.received.by_sender, {joiner.name: n}), m.name
+        assert encrypt_stats(joiner)["dropped_down_queue_full"] == 0
     finally:
         c.close()
 

@@ -29,6 +29,8 @@ Where jgpy deviates (each closes a hole; nothing changes on the wire):
   KEY_REQUEST every ``key_request_interval`` ms (2.12 asks once: a lost request or answer stalls it for good);
 * jgpy generates no RSA key pair below 1024 bits (``encrypt_keys.MIN_OWN_RSA_BITS``); a Java member's 512-bit
   key still gets the group key;
+* a member that gets the key sends what it held before anything sent meanwhile (2.12's drain races the sending
+  thread: a Java member's first messages can reach NAKACK, and so every receiver, out of order);
 * a previous key stays usable for ``max_previous_keys`` later keys (2.12 keeps them in a WeakHashMap keyed by
   fresh strings: gone at its next garbage collection).
 

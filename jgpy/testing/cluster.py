@@ -141,6 +141,11 @@ class JgpyMember:
         with self.cond:
             return self.cond.wait_for(lambda: self.received.count(unicast) >= total, timeout)
 
+    def wait_received_other(self, total: int, timeout: float = 60.0) -> bool:
+        """Wait until ``total`` messages without a numbered payload have arrived."""
+        with self.cond:
+            return self.cond.wait_for(lambda: self.received.other >= total, timeout)
+
     def wait_view(self, names: list[str], timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -224,10 +229,17 @@ class JavaMember:
         return (str(from_json(vid["coord_addr"])), vid["id"])
 
     def wait_received(self, total: int, unicast: bool = False, timeout: float = 60.0) -> bool:
+        return self._wait(lambda: self.received.count(unicast) >= total, timeout)
+
+    def wait_received_other(self, total: int, timeout: float = 60.0) -> bool:
+        """Wait until ``total`` messages without a numbered payload have arrived."""
+        return self._wait(lambda: self.received.other >= total, timeout)
+
+    def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._pump(0.2)
-            if self.received.count(unicast) >= total:
+            if done():
                 return True
         return False
 
