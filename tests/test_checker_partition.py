@@ -136,6 +136,51 @@ def test_with_flush_what_a_partition_kept_from_the_other_side_was_not_owed(spark
         [str(f) for f in res.findings]
 
 
+def _merged_tables():
+    """A, B, C in every view; view 3 is a merge view (another subgroup's merge, say): nobody parted."""
+    spec = synth.Spec(views=[["A", "B", "C"]] * 3, msgs_per_view=30)
+    tables = {m: (t.to_pandas(), c) for m, t, c in synth.generate(spec)}
+    for df, _c in tables.values():
+        df.loc[(df.view_id == 3) & (df.kind == "view"), "merge"] = True
+    return spec, tables
+
+
+def _drop_from(tables, member: str, sender: str, view: int, which) -> None:
+    df, _c = tables[member]
+    rows = df[(df.kind == "deliver") & (df.sender == sender) & (df.view_id == view)]
+    df.drop(index=rows[which(rows.seq)].index, inplace=True)
+
+
+@pytest.mark.parametrize("flush", [False, True], ids=["no-flush", "flush"])
+def test_a_hole_across_a_merge_view_between_members_that_stayed_together_is_lost_at_merge(spark, tmp_path, flush):
+    """B misses A's last four view-2 multicasts and delivers A's view-3 ones after the merge view, A and B in
+    every view (the soak of 2026-11-27: 2.12's NAKACK starts a window afresh at a merge digest ahead of it):
+    a same-view finding, a warning without FLUSH and an error with it, not a gap."""
+    spec, tables = _merged_tables()
+    _drop_from(tables, "B", "A", 2, lambda seq: seq > seq.max() - 4)
+    res = check_run(_write(tmp_path, spec, tables, f"merge-{flush}"), spark=spark, options=Options(flush=flush))
+    found = [(f.check, f.kind, f.severity, f.count) for f in res.findings]
+    assert found == [("same_view", "lost_at_merge", "error" if flush else "warning", 4)], \
+        [str(f) for f in res.findings]
+    assert "across a merge view" in res.findings[0].examples[0]
+
+
+def test_a_hole_filled_before_the_merge_view_or_without_one_is_still_a_gap(spark, tmp_path):
+    """The merge view excuses only a hole that spans it: A:7 of view 2 missing at B, whose next number came
+    in view 2, is a gap; so is the same hole across view 3 when view 3 is no merge view."""
+    spec, tables = _merged_tables()
+    _drop_from(tables, "B", "A", 2, lambda seq: seq == seq.min() + 7)
+    res = check_run(_write(tmp_path, spec, tables, "before-merge"), spark=spark, options=Options())
+    assert [(f.kind, f.severity, f.count) for f in res.findings] == [("gap", "error", 1)], \
+        [str(f) for f in res.findings]
+    spec = synth.Spec(views=[["A", "B", "C"]] * 3, msgs_per_view=30)
+    tables = {m: (t.to_pandas(), c) for m, t, c in synth.generate(spec)}
+    _drop_from(tables, "B", "A", 2, lambda seq: seq > seq.max() - 4)
+    res = check_run(_write(tmp_path, spec, tables, "no-merge"), spark=spark, options=Options())
+    assert [(f.kind, f.severity, f.count) for f in res.findings] == [("gap", "error", 1)], \
+        [str(f) for f in res.findings]
+
+
 def test_parted_both_ways_is_a_partition_not_a_leave():
     """``both``: each side installed a view without the other (a partition); a sender that left cleanly
     installs no view without the member, so with FLUSH its messages stay owed."""

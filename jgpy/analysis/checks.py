@@ -26,7 +26,9 @@ Findings:
    unicast whose sender and destination parted so), ``duplicate_id`` (a number sent twice in a stream);
    same-view delivery: ``other_view`` (a required multicast delivered in another view than its send view),
    ``lost_at_view_change`` (a required multicast never delivered, or a hole, where member and sender parted
-   soon after) -- errors with FLUSH in the stack, warnings without; with FLUSH, what a partition kept from
+   soon after), ``lost_at_merge`` (a hole between members that went on together, across a merge view the
+   member installed before it delivered the number after the hole: 2.12's NAKACK starts a window afresh at a
+   merge digest ahead of it) -- errors with FLUSH in the stack, warnings without; with FLUSH, what a partition kept from
    the other side (each installed a view without the other) was not owed (virtual synchrony binds the members
    that go on together), counted in ``stats["not_owed_across_partition"]``;
 2. fifo: ``reorder`` (a regular, non-OOB message delivered after a higher-numbered one of its stream);
@@ -432,7 +434,7 @@ class Checker:
             rows.append(row)
         self._stream_findings(rows)
 
-    def _weigh_holes(self, rows: list[dict]) -> tuple[int, list[str]]:
+    def _weigh_holes(self, rows: list[dict]) -> dict[str, tuple[int, list[str]]]:
         """Holes (numbers missing between two delivered ones) are gaps only where the member was owed them.
 
         A number sent in a view the member never installed was not owed (the other side of a partition: it is
@@ -440,15 +442,18 @@ class Checker:
         of a later view, where member and sender parted in between (:meth:`_parted`), is a
         same-view finding (``lost_at_view_change``: without FLUSH, what is in flight when a view changes may be
         lost), unless with FLUSH a partition parted them (:meth:`_partitioned`: not owed, counted in
-        ``stats["not_owed_across_partition"]``); any other missing number (one a later number of its own send view was delivered after, unless
+        ``stats["not_owed_across_partition"]``); one that member and sender were both owed but that spans a
+        merge view the member installed (:meth:`_merged_in_between`) is ``lost_at_merge``; any other missing
+        number (one a later number of its own send view was delivered after, unless
         the sender's next view left the member out right at the end of that range: :meth:`_sender_left_at_end`;
         one whose sender stayed in the member's views, one whose send view is unknown) is a gap. Rewrites each
-        stream's gap fields accordingly; returns the lost-at-view-change count and examples."""
+        stream's gap fields accordingly; returns the count and examples of each same-view kind of hole."""
         by_stream: dict[tuple, list[SendRange]] = {}
         for r in self.ranges:
             by_stream.setdefault((r.sender, r.dest), []).append(r)
-        not_owed = at_change = across = 0
+        not_owed = at_change = across = at_merge = 0
         at_change_ex: list[str] = []
+        at_merge_ex: list[str] = []
         for s in rows:
             holes = s.pop("holes", None) or []
             if not s["n_gap"]:
@@ -471,7 +476,14 @@ class Checker:
                         not_owed += b - a + 1
                     elif ((r.lo <= h["seq"] <= r.hi and not self._sender_left_at_end(m, r, h["ts_ns"]))
                           or not self._parted(m, r, h["idx"], h["ts_ns"])):
-                        owed += b - a + 1           # a later number of the same view came, or both went on
+                        if not self._merged_in_between(m, r, h["idx"]):
+                            owed += b - a + 1       # a later number of the same view came, or both went on
+                            continue
+                        at_merge += b - a + 1       # ... but a merge digest came in between
+                        if len(at_merge_ex) < self.opt.max_examples:
+                            at_merge_ex.append(f"at {m}: {s['sender']}:{a}..{b} sent in view {_vs(r.vc, r.vi)} "
+                                               f"(a hole across a merge view: delivered {s['sender']}:"
+                                               f"{h['p_seq']}, then {s['sender']}:{h['seq']})")
                     elif self._partitioned(m, r, h["idx"], h["ts_ns"]):
                         across += b - a + 1
                     else:
@@ -490,11 +502,17 @@ class Checker:
             s["x_gap"] = None if n_gap == 0 else first if first is not None else s["x_gap"]
         self.stats["holes_not_owed"] = not_owed
         self.stats["not_owed_across_partition"] = across
-        return at_change, at_change_ex
+        return {"lost_at_view_change": (at_change, at_change_ex), "lost_at_merge": (at_merge, at_merge_ex)}
+
+    def _merged_in_between(self, member: str, r: SendRange, before_idx: int) -> bool:
+        """Did ``member`` install a merge view listing the sender of ``r`` after ``r``'s send view and before
+        its event ``before_idx`` (the delivery after a hole)? A merge digest ahead of a member's window makes
+        2.12's NAKACK (and jgpy's) start that window afresh at the digest: what was in flight is skipped."""
+        return any(v.merge and v.idx < before_idx and r.origin in v.members for v in self._views_after(member, r))
 
     def _stream_findings(self, rows: list[dict]) -> None:
         n_ex = self.opt.max_examples
-        hole_at_change, hole_at_change_ex = self._weigh_holes(rows)
+        same_view_holes = self._weigh_holes(rows)
         self.streams = {(r["member"], r["sender"], r["dest"]): r for r in rows}
         ordered = sorted(rows, key=lambda s: (s["member"], s["sender"], s["dest"] or ""))
         where = lambda s: f"at {s['member']}, stream {s['sender']}->{s['dest'] or '*'}"  # noqa: E731
@@ -512,7 +530,7 @@ class Checker:
         # completeness and self delivery: required send ranges against what each member delivered
         out: dict[str, list] = {k: [0, []] for k in ("lost", "lost_unicast", "lost_at_view_change",
                                                     "missing_self_delivery")}
-        out["lost_at_view_change"] = [hole_at_change, hole_at_change_ex]
+        out["lost_at_view_change"] = list(same_view_holes["lost_at_view_change"])
         required = self_required = 0
         for r, m, role in self._targets():
             lost = self._outside(m, r)
@@ -538,6 +556,10 @@ class Checker:
                                                               "sender may be lost with the view change"}
         for kind, (check, s) in sev.items():
             self.add(check, kind, s, out[kind][0], out[kind][1], notes.get(kind, ""))
+        n_merge, merge_ex = same_view_holes["lost_at_merge"]
+        self.add("same_view", "lost_at_merge", sev_sv, n_merge, merge_ex,
+                 "" if self.flush else "FLUSH is not in the stack: a merge digest ahead of a window makes NAKACK "
+                                       "skip what was in flight")
         self.stats["streams"] = len(rows)
         self.stats["numbered_deliveries"] = sum(s["n"] for s in rows)
         self.stats["required_deliveries"] = required
