@@ -136,12 +136,13 @@ def test_with_flush_what_a_partition_kept_from_the_other_side_was_not_owed(spark
         [str(f) for f in res.findings]
 
 
-def _merged_tables():
-    """A, B, C in every view; view 3 is a merge view (another subgroup's merge, say): nobody parted."""
+def _merged_tables(merge: bool = True):
+    """A, B, C in every view; view 3 is a merge view (another subgroup's merge, say), unless not ``merge``:
+    nobody parted."""
     spec = synth.Spec(views=[["A", "B", "C"]] * 3, msgs_per_view=30)
     tables = {m: (t.to_pandas(), c) for m, t, c in synth.generate(spec)}
     for df, _c in tables.values():
-        df.loc[(df.view_id == 3) & (df.kind == "view"), "merge"] = True
+        df.loc[(df.view_id == 3) & (df.kind == "view"), "merge"] = merge
     return spec, tables
 
 
@@ -173,8 +174,7 @@ def test_a_hole_filled_before_the_merge_view_or_without_one_is_still_a_gap(spark
     res = check_run(_write(tmp_path, spec, tables, "before-merge"), spark=spark, options=Options())
     assert [(f.kind, f.severity, f.count) for f in res.findings] == [("gap", "error", 1)], \
         [str(f) for f in res.findings]
-    spec = synth.Spec(views=[["A", "B", "C"]] * 3, msgs_per_view=30)
-    tables = {m: (t.to_pandas(), c) for m, t, c in synth.generate(spec)}
+    spec, tables = _merged_tables(merge=False)
     _drop_from(tables, "B", "A", 2, lambda seq: seq > seq.max() - 4)
     res = check_run(_write(tmp_path, spec, tables, "no-merge"), spark=spark, options=Options())
     assert [(f.kind, f.severity, f.count) for f in res.findings] == [("gap", "error", 1)], \

@@ -108,6 +108,12 @@ def load_events(spark, run: Run):
     return reduce(DataFrame.unionByName, dfs)
 
 
+def _hole_example(member: str, sender: str, a: int, b: int, r: Any, h: dict, what: str) -> str:
+    """A same-view hole ``a..b`` of ``sender``'s stream at ``member``, sent in ``r``'s view, for a finding."""
+    return (f"at {member}: {sender}:{a}..{b} sent in view {_vs(r.vc, r.vi)} ({what}: delivered {sender}:"
+            f"{h['p_seq']}, then {sender}:{h['seq']})")
+
+
 def _fmt(r: Any) -> str:
     d = r.asDict(recursive=True) if hasattr(r, "asDict") else dict(r)
     return ", ".join(f"{k}={v}" for k, v in d.items() if v is not None)
@@ -476,22 +482,19 @@ class Checker:
                         not_owed += b - a + 1
                     elif ((r.lo <= h["seq"] <= r.hi and not self._sender_left_at_end(m, r, h["ts_ns"]))
                           or not self._parted(m, r, h["idx"], h["ts_ns"])):
-                        if not self._merged_in_between(m, r, h["idx"]):
+                        if self._merged_in_between(m, r, h["idx"]):     # ... but a merge digest came between
+                            at_merge += b - a + 1
+                            if len(at_merge_ex) < self.opt.max_examples:
+                                at_merge_ex.append(_hole_example(m, s["sender"], a, b, r, h,
+                                                                 "a hole across a merge view"))
+                        else:
                             owed += b - a + 1       # a later number of the same view came, or both went on
-                            continue
-                        at_merge += b - a + 1       # ... but a merge digest came in between
-                        if len(at_merge_ex) < self.opt.max_examples:
-                            at_merge_ex.append(f"at {m}: {s['sender']}:{a}..{b} sent in view {_vs(r.vc, r.vi)} "
-                                               f"(a hole across a merge view: delivered {s['sender']}:"
-                                               f"{h['p_seq']}, then {s['sender']}:{h['seq']})")
                     elif self._partitioned(m, r, h["idx"], h["ts_ns"]):
                         across += b - a + 1
                     else:
                         at_change += b - a + 1
                         if len(at_change_ex) < self.opt.max_examples:
-                            at_change_ex.append(f"at {m}: {s['sender']}:{a}..{b} sent in view {_vs(r.vc, r.vi)} "
-                                                f"(a hole: delivered {s['sender']}:{h['p_seq']}, then "
-                                                f"{s['sender']}:{h['seq']})")
+                            at_change_ex.append(_hole_example(m, s["sender"], a, b, r, h, "a hole"))
                 owed += (hi - lo + 1) - covered            # send view unknown: owed
                 if owed:
                     n_gap += 1
@@ -528,9 +531,8 @@ class Checker:
             self.add(check, kind, sev, sum(s[f"n_{kind}"] for s in bad),
                      [f"{where(s)}: {_example(kind, s['sender'], s['x_' + kind])}" for s in bad[:n_ex]], note)
         # completeness and self delivery: required send ranges against what each member delivered
-        out: dict[str, list] = {k: [0, []] for k in ("lost", "lost_unicast", "lost_at_view_change",
-                                                    "missing_self_delivery")}
-        out["lost_at_view_change"] = list(same_view_holes["lost_at_view_change"])
+        out: dict[str, list] = {k: [0, []] for k in ("lost", "lost_unicast", "missing_self_delivery")}
+        out.update({k: list(v) for k, v in same_view_holes.items()})
         required = self_required = 0
         for r, m, role in self._targets():
             lost = self._outside(m, r)
@@ -551,15 +553,15 @@ class Checker:
                 out[kind][1].append(f"at {m}: {lost[0]} of {r.sender}->{r.dest or '*'} {r.lo}..{r.hi} sent in "
                                     f"view {_vs(r.vc, r.vi)}, first {r.sender}:{lost[1]}")
         sev = {"lost": ("reliability", "error"), "lost_unicast": ("reliability", "warning"),
-               "lost_at_view_change": ("same_view", sev_sv), "missing_self_delivery": ("self_delivery", "error")}
-        notes = {"lost_at_view_change": "" if self.flush else "FLUSH is not in the stack: messages of a leaving "
-                                                              "sender may be lost with the view change"}
+               "lost_at_view_change": ("same_view", sev_sv), "missing_self_delivery": ("self_delivery", "error"),
+               "lost_at_merge": ("same_view", sev_sv)}
+        notes: dict[str, str] = {} if self.flush else {
+            "lost_at_view_change": "FLUSH is not in the stack: messages of a leaving sender may be lost with the "
+                                   "view change",
+            "lost_at_merge": "FLUSH is not in the stack: a merge digest ahead of a window makes NAKACK skip what "
+                             "was in flight"}
         for kind, (check, s) in sev.items():
             self.add(check, kind, s, out[kind][0], out[kind][1], notes.get(kind, ""))
-        n_merge, merge_ex = same_view_holes["lost_at_merge"]
-        self.add("same_view", "lost_at_merge", sev_sv, n_merge, merge_ex,
-                 "" if self.flush else "FLUSH is not in the stack: a merge digest ahead of a window makes NAKACK "
-                                       "skip what was in flight")
         self.stats["streams"] = len(rows)
         self.stats["numbered_deliveries"] = sum(s["n"] for s in rows)
         self.stats["required_deliveries"] = required
