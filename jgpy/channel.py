@@ -171,6 +171,10 @@ def generate_name() -> str:
     return f"{socket.gethostname().split('.')[0]}-{random.randrange(1, 65536)}"
 
 
+_answers = threading.local()
+"""Per thread: ``_answers.consume``, set while the thread reads its own answers (:meth:`Channel.read_while`)."""
+
+
 class _StackTop(Protocol):
     """The top of a channel's stack (where ``JChannel`` sits in JGroups): the protocol below passes batches
     and events up to it, and the channel sends through its ``down_prot``. Private: the channel owns it, so
@@ -197,6 +201,10 @@ class _StackTop(Protocol):
         stack = self.stack
         assert stack is not None
         oob, regular = split_by_flag(msgs, OOB)
+        if oob:
+            consume = getattr(_answers, "consume", None)   # a waiting caller reading: its answers are its own
+            if consume is not None:
+                oob = [m for m in oob if not consume(m)]
         if oob:
             ex = stack.oob_delivery
             if ex is not None:
@@ -432,6 +440,28 @@ class Channel:
         if flags:
             msg.flags |= flags
         self._down_msg(msg)
+
+    # ---- waiting for answers (the request/response blocks) ----
+
+    def read_while(self, pending: Callable[[], bool], timeout: float, consume: Callable[[Message], bool]) -> bool:
+        """For a thread that waits for answers sent to this member (``jgpy.blocks``' callers): while
+        ``pending()``, for at most ``timeout`` seconds (< 0: no limit), the thread reads the unicast socket
+        itself, and the OOB messages it reads go first to ``consume(msg)``: True means taken, the rest is
+        delivered as usual (by the delivery threads: this thread runs no application code). So an answer
+        reaches its caller with no thread switch. False at once when the transport cannot (not UDP with relay
+        delivery) or another thread does it now: then wait as usual. Whoever settles what the thread waits for
+        on another thread calls :meth:`wake_reader`."""
+        if self._state != "connected":
+            return False
+        _answers.consume = consume
+        try:
+            return bool(self.stack.transport.read_while(pending, timeout))
+        finally:
+            _answers.consume = None
+
+    def wake_reader(self) -> None:
+        """Wake the thread in :meth:`read_while` (no-op from that thread, or when nobody reads)."""
+        self.stack.transport.wake_reader()
 
     # ---- state transfer ----
 

@@ -352,6 +352,76 @@ def test_a_wait_times_out_and_cancel_or_suspicion_wake_the_waiters():
     assert out == [True] and r3.results()[a].suspected
 
 
+class _ThreadOf:
+    """An RspFilter that records which thread handled each answer."""
+
+    def __init__(self):
+        self.threads: list[int] = []
+
+    def is_acceptable(self, response, sender):
+        self.threads.append(threading.get_ident())
+        return True
+
+    def need_more_responses(self):
+        return True
+
+
+def test_a_waiting_caller_handles_its_answers_on_its_own_thread(three_udp):
+    """udp.xml (relay delivery): a synchronous caller reads its answers itself, so they reach it with no thread
+    switch; callers in several threads at once (one reads, the others wait as usual) all get their answers."""
+    (a, b, c), (da, _, _), _, _, _ = three_udp
+    loop = a.stack.transport._loops[0]
+    waits = loop.stats["guest_waits"]
+    flt = _ThreadOf()
+    rsps = da.call_remote_methods([b.address, c.address], "name",
+                                  options=RequestOptions(ResponseMode.GET_ALL, 10_000, rsp_filter=flt))
+    assert sorted(rsps.get_results()) == ["B", "C"]
+    assert flt.threads == [threading.get_ident()] * 2
+    assert loop.stats["guest_waits"] > waits
+    errors: list = []
+
+    def caller(k):
+        try:
+            for i in range(100):
+                assert da.call_remote_method(b.address if i % 2 else c.address, "value", [k * 1000 + i]) == \
+                    k * 1000 + i
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=caller, args=(k,), daemon=True) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert not da.corr.requests
+
+
+def test_an_answer_handled_by_another_thread_wakes_the_reading_caller():
+    """The caller reads its answers (read_while), but another thread completes the request: the request's
+    waker ends the read at once, not when the reader's poll would."""
+    from jgpy import UUID
+    peer = UUID(2, 2)
+    corr, _, _ = _corr([UUID(1, 1), peer])
+    woken = threading.Event()
+    reads: list = []
+
+    def read_while(pending, timeout, consume):
+        reads.append(timeout)
+        deadline = time.monotonic() + 30
+        while pending() and time.monotonic() < deadline:
+            woken.wait(30)                       # a reader asleep in epoll_wait with a 30 s poll
+            woken.clear()
+        return True
+
+    corr.read_while, corr.wake_reader = read_while, woken.set
+    r = GroupRequest(corr, corr.next_id(), [peer], RequestOptions(ResponseMode.GET_ALL, 20_000))
+    corr.send_request(r, Message(None, b"x"), None)
+    threading.Timer(0.1, r.receive_response, ("v", peer)).start()
+    t0 = time.monotonic()
+    assert r.wait(20_000) is True and r.results()[peer].value == "v"
+    assert time.monotonic() - t0 < 5 and reads and 19 < reads[0] <= 20
+
+
 def test_a_filter_may_read_the_request_while_it_decides():
     """The request's lock is re-entrant, as the Condition's was: an RspFilter that looks at the request does not
     deadlock the receive thread."""

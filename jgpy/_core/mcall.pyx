@@ -513,7 +513,8 @@ cdef object _string_array_desc = None
 cdef object _byte_array_desc = None
 cdef dict _box_descs = {}         # "Integer" ... -> descriptor
 cdef uint64_t _nan_bits = 0       # Java's canonical NaN, as the general writer writes it
-cdef dict _DESC_INFO = {}         # descriptor -> (name, head, super)
+cdef dict _DESC_INFO = {}         # id(descriptor) -> (name, head, super, descriptor): by identity, as a frozen
+#                                   dataclass's hash is Python code (five lookups per call); the entry keeps it alive
 
 
 def configure_writer(desc_info, class_object_desc, java_object_type, jlong_type, method_call_desc,
@@ -627,11 +628,11 @@ cdef class _Out:
         if d is None:
             self.put1(TC_NULL)
             return 0
-        info = _DESC_INFO.get(d)
-        if info is None:
-            info = tuple(_desc_info(d))
+        info = _DESC_INFO.get(id(d))
+        if info is None or info[3] is not d:
+            info = (*_desc_info(d), d)
             if len(_DESC_INFO) < MAX_DESC_INFO:
-                _DESC_INFO[d] = info
+                _DESC_INFO[id(d)] = info
         h = self.descs.get(info[0])
         if h is not None:
             return self.ref(h)

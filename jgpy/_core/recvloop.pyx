@@ -140,13 +140,13 @@ cdef class _Reader:
         released the GIL. Does nothing unless :meth:`hand_over` gave it away."""
         self._relay.take_back(self._index)
 
-    cdef int _receive(self, bint skip_wait, int* err) noexcept nogil:
-        """Waits for and reads one batch.  > 0: datagrams read; 0: nothing (timeout, EAGAIN, EINTR,
-        wake-up); -1: error in ``err``."""
+    cdef int _receive(self, bint skip_wait, int timeout_ms, int* err) noexcept nogil:
+        """Waits (at most ``timeout_ms``) for and reads one batch.  > 0: datagrams read; 0: nothing (timeout,
+        EAGAIN, EINTR, wake-up); -1: error in ``err``."""
         cdef int r
         cdef unsigned int i
         if not skip_wait:
-            r = self._relay.wait(self._index, self._poll_ms, err)
+            r = self._relay.wait(self._index, timeout_ms, err)
             if r <= 0:
                 return r                  # an error, a timeout or the wake-up pipe: the caller looks at _stopping
         for i in range(self._batch):
@@ -207,7 +207,7 @@ cdef class _Reader:
                     self._relay.rearm(self._index)
                     if dense and not full:
                         sleep_us(loop._coalesce_us)
-                    n = self._receive(full, &err)
+                    n = self._receive(full, self._poll_ms, &err)
                     if n > 0 and dense_ns:
                         t = <uint64_t>monotonic_ns()
                         close_batches = close_batches + 1 if t - last < dense_ns else 0
@@ -233,7 +233,7 @@ cdef class _Reader:
 
 
 cdef class DatagramLoop:
-    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0, adopt_min=8192, threads=1, on_thread=None, relay_gap_us=20, log=None)
+    """DatagramLoop(sock, handler, *, batch=32, bufsize=65536, name="jgpy-recv", poll_ms=100, coalesce_us=0, adopt_min=8192, threads=1, on_thread=None, relay_gap_us=20, guest=False, log=None)
 
     The receive loop of one UDP socket, run by ``threads`` daemon threads.
 
@@ -253,7 +253,8 @@ cdef class DatagramLoop:
     thread would.  Before the owner runs code that may block (an application's callback) its thread calls
     ``hand_over``: the socket is armed for the next thread instead, so a datagram that comes meanwhile wakes
     that one, which reads (handlers may then run concurrently for batches read by different threads);
-    ``take_back`` afterwards makes the first thread the owner again.  ``hand_over`` refuses (returns False)
+    ``take_back`` afterwards makes the first thread the owner again.  With ``guest`` (relay mode only) a thread
+    that waits for something this socket will bring may read the socket itself meanwhile (:meth:`read_while`).  ``hand_over`` refuses (returns False)
     in a stream, where the two threads would take turns for every batch: when a datagram is already waiting
     on the socket (``FIONREAD``), or the previous hand-over was less than ``relay_gap_us`` ago; the blocking
     work is then better left to a thread of its own.  ``on_thread(hand_over, take_back)`` is
@@ -277,6 +278,7 @@ cdef class DatagramLoop:
     cdef str _name
     cdef int _fd
     cdef Relay _relay                 # the readers' epoll instances and which of them has the socket armed
+    cdef _Reader _guest               # the receive vector of a waiting thread that reads (read_while), or None
     cdef object _log                  # RateLimitedLog (or None: errors are only counted)
     cdef unsigned int _batch
     cdef Py_ssize_t _bufsize
@@ -295,7 +297,7 @@ cdef class DatagramLoop:
 
     def __init__(self, sock, handler, *, int batch=32, Py_ssize_t bufsize=65536, str name="jgpy-recv",
                  int poll_ms=100, long coalesce_us=0, Py_ssize_t adopt_min=8192, int threads=1, on_thread=None,
-                 long relay_gap_us=20, log=None):
+                 long relay_gap_us=20, bint guest=False, log=None):
         if self._readers is not None:
             raise RuntimeError("DatagramLoop.__init__ called twice: create a new DatagramLoop instead")
         if not callable(handler):
@@ -313,8 +315,10 @@ cdef class DatagramLoop:
             raise ValueError(f"coalesce_us must be in 0..10000, got {coalesce_us}")
         if adopt_min < 1:
             raise ValueError(f"adopt_min must be >= 1 (bytes), got {adopt_min}")
-        if not 1 <= threads <= MAX_READERS:
-            raise ValueError(f"threads must be in 1..{MAX_READERS}, got {threads}")
+        if not 1 <= threads <= MAX_READERS - 1:
+            raise ValueError(f"threads must be in 1..{MAX_READERS - 1}, got {threads}")
+        if guest and threads < 2:
+            raise ValueError("guest needs relay mode (threads >= 2): with one thread, it is the only reader")
         if not 0 <= relay_gap_us <= 1000000:
             raise ValueError(f"relay_gap_us must be in 0..1000000, got {relay_gap_us}")
         self._fd = sock_fd(sock, SOCK_DGRAM)
@@ -328,8 +332,9 @@ cdef class DatagramLoop:
         self._coalesce_us = coalesce_us
         self._adopt_min = adopt_min
         self._log = log
-        self._relay = Relay(self._fd, threads, relay_gap_us)
+        self._relay = Relay(self._fd, threads, relay_gap_us, guest)
         self._readers = [_Reader(self, i) for i in range(threads)]
+        self._guest = _Reader(self, threads) if guest else None
 
     def start(self):
         """Starts the daemon threads (named ``name``, then ``name-2`` ...) that run the loop.  Only once per object."""
@@ -371,6 +376,62 @@ cdef class DatagramLoop:
                 ended = False
         return ended
 
+    def read_while(self, pending, double timeout):
+        """For a thread waiting for something this socket will bring (an RPC caller, its answer): while
+        ``pending()`` is true, for at most ``timeout`` seconds (< 0: no limit), this thread reads the socket
+        itself, as the guest of the relay, and hands each batch to the handler, so what it waits for needs
+        no thread switch to reach it. The socket is the owner's again before each batch is handled (a handler
+        may block: the other readers go on reading). Returns False at once when there is no guest, another
+        thread is the guest, or the loop is not running; True when it read until ``pending()`` was false, the
+        time was up or the loop stopped (the caller then looks at what it waits for). Another thread that
+        settles what the guest waits for calls :meth:`wake_reader`."""
+        cdef _Reader g = self._guest
+        cdef int n = 0, err = 0, ms
+        cdef long long left
+        cdef uint64_t deadline = 0
+        if g is None or not self._started or self._stopping or self._running == 0:
+            return False
+        if not self._relay.claim():
+            return False
+        if timeout >= 0:
+            deadline = <uint64_t>monotonic_ns() + <uint64_t>(timeout * 1e9)
+        try:
+            while not self._stopping:
+                self._relay.lend(True)       # then look: what came before is handled, what comes now is ours
+                if not pending():
+                    break
+                ms = self._poll_ms
+                if deadline:
+                    left = <long long>deadline - <long long>monotonic_ns()
+                    if left <= 0:
+                        break
+                    if left < <long long>ms * 1000000:
+                        ms = <int>((left + 999999) // 1000000)
+                with nogil:
+                    n = g._receive(False, ms, &err)
+                self._relay.lend(False)
+                if n > 0:
+                    g._deliver(n)
+                elif n < 0:
+                    if err == EBADF or err == ENOTSOCK:
+                        break
+                    self._st_recv_errors += 1
+                    if self._log is not None:
+                        self._log.error("recv-failed", "%s: receive failed: %s (the loop goes on)", self._name,
+                                        os.strerror(err))
+                if n <= 0 and self._sock.fileno() != self._fd:
+                    break
+                if n > 0 and not pending():
+                    break                    # (without lending again for nothing)
+        finally:
+            self._relay.unclaim()
+        return True
+
+    def wake_reader(self):
+        """Wake the thread in :meth:`read_while` to look at what it waits for (no-op from that thread itself,
+        or when nobody is in it)."""
+        self._relay.wake_guest()
+
     @property
     def running(self):
         """True while any of the loop's threads runs."""
@@ -390,11 +451,13 @@ cdef class DatagramLoop:
     def stats(self):
         """Counters: datagrams, bytes, batches (handler calls), handler_errors, recv_errors, truncated,
         coalesced (the sleeps taken between the batches of a dense stream), handovers (relay mode: the
-        socket passed to another thread by ``hand_over``), stream_refusals (``hand_over`` refused: a stream)."""
+        socket passed to another thread by ``hand_over``), stream_refusals (``hand_over`` refused: a stream),
+        guest_waits (the waits of threads in :meth:`read_while`)."""
         return {"datagrams": self._st_datagrams, "bytes": self._st_bytes, "batches": self._st_batches,
                 "handler_errors": self._st_handler_errors, "recv_errors": self._st_recv_errors,
                 "truncated": self._st_truncated, "coalesced": self._st_coalesced,
-                "handovers": self._relay.handovers, "stream_refusals": self._relay.stream_refusals}
+                "handovers": self._relay.handovers, "stream_refusals": self._relay.stream_refusals,
+                "guest_waits": self._relay.lends}
 
     def __repr__(self):
         return (f"<DatagramLoop {self._name!r} fd={self._fd} batch={self._batch} bufsize={self._bufsize} "

@@ -11,6 +11,10 @@ from a member the request was not sent to, is counted and dropped; a payload tha
 the caller sees the error as that member's exception (as Java); a request from a sender outside the current
 view is counted and dropped, unanswered (Java answers anyone); the table of our own outstanding requests is
 bounded by ``max_outstanding`` (a caller beyond it gets an error at once, nothing is sent).
+
+A caller that waits for its answers reads them itself when the channel lets it (``Channel.read_while``: UDP
+with relay delivery, one such caller at a time): it handles the answers to its own request on its own thread,
+so an answer needs no thread switch to reach its caller; everything else it reads goes to the delivery threads.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterator, Mapping, Protocol
 
@@ -183,7 +188,9 @@ class GroupRequest:
     Waiting is a latch, not a Condition: ``_latch`` is a lock taken at creation and released once, when the
     request first becomes complete or done; a waiter takes it (with its timeout) and gives it back at once, so
     every other waiter passes too. The response that completes a call thus wakes the caller with one C-level
-    lock release, without a Condition's per-wait lock, waiter list and re-acquisition (an RPC's hot path)."""
+    lock release, without a Condition's per-wait lock, waiter list and re-acquisition (an RPC's hot path).
+    Before that, a waiter reads its answers itself where the correlator's channel lets it (the module's
+    docstring); ``_waker`` then wakes it when another thread completes the request."""
 
     def __init__(self, corr: RequestCorrelator | None, req_id: int, targets: Collection[Address],
                  options: RequestOptions) -> None:
@@ -200,6 +207,8 @@ class GroupRequest:
         self.done = False
         self._callbacks: list[Callable[[GroupRequest], None]] = []
         self._notified = False                      # the latch is open and the callbacks taken
+        self._waker: Callable[[], None] | None = None  # wakes a waiter that reads its answers (read_while)
+        self._reader = 0                            # the first waiter's thread: its own completions wake nobody
 
     # ---- responses and membership (receive threads)
 
@@ -271,6 +280,8 @@ class GroupRequest:
         with self._lock:
             waiting = not self._notified and not self._complete()
         timeout = min(timeout_ms / 1000.0, threading.TIMEOUT_MAX) if timeout_ms > 0 else -1
+        if waiting and self.corr is not None and self.corr.read_while is not None:
+            timeout = self._read_answers(self.corr, timeout)
         if waiting and self._latch.acquire(timeout=timeout):
             self._latch.release()                      # the next waiter passes too
         with self._lock:
@@ -278,6 +289,27 @@ class GroupRequest:
             self.done = True
         self._finish()
         return complete
+
+    def _read_answers(self, corr: RequestCorrelator, timeout: float) -> float:
+        """Read the answers on this thread while they are due (see the class docstring); the time left."""
+        assert corr.read_while is not None
+        start = time.monotonic()
+        if self._waker is None:                        # (kept: a second waiter may be the one that reads)
+            self._reader = threading.get_ident()
+            self._waker = corr.wake_reader
+        corr.read_while(self._pending, timeout, self._consume)
+        return timeout if timeout < 0 else max(0.0, timeout - (time.monotonic() - start))
+
+    def _pending(self) -> bool:
+        return not self._notified
+
+    def _consume(self, msg: Message) -> bool:
+        """Handle ``msg`` here if it answers this request; False: not ours."""
+        hdr = msg.get_header(CORRELATOR_ID)
+        if type(hdr) is not RequestCorrelatorHeader or hdr.type != RSP or hdr.id != self.req_id:
+            return False
+        assert self.corr is not None
+        return self.corr.receive_message(msg)
 
     def _finish(self) -> None:
         if self.corr is not None:
@@ -320,6 +352,8 @@ class GroupRequest:
             return None
         self._notified = True
         self._latch.release()
+        if self._waker is not None and threading.get_ident() != self._reader:
+            self._waker()                              # a waiter reading its answers: another thread settled it
         callbacks, self._callbacks = self._callbacks, []
         return callbacks
 
@@ -386,6 +420,9 @@ def unmarshal_value(data: memoryview | bytes, dialect: Any) -> Any:
     return box(typed.value) if box is not None else typed.value
 
 
+ReadWhile = Callable[[Callable[[], bool], float, Callable[[Message], bool]], bool]
+
+
 class RequestHandler(Protocol):
     def handle(self, msg: Message) -> Any: ...
 
@@ -398,8 +435,12 @@ class RequestCorrelator:
 
     def __init__(self, send: Callable[[Message], None], handler: RequestHandler | None, dialect: Any,
                  local_addr: Callable[[], Address | None], members: Callable[[], Collection[Address] | None],
-                 max_outstanding: int = 100_000) -> None:
+                 max_outstanding: int = 100_000, read_while: ReadWhile | None = None,
+                 wake_reader: Callable[[], None] | None = None) -> None:
         self._send = send
+        #: ``Channel.read_while`` and ``wake_reader``: a waiting caller reads its answers (the module docstring)
+        self.read_while = read_while
+        self.wake_reader = wake_reader
         self.handler = handler
         self.dialect = dialect
         self._local_addr = local_addr

@@ -97,7 +97,8 @@ class MessageDispatcher:
         self._members: list[Address] | None = list(channel.view.members or ()) if channel.view is not None else None
         self._members_lock = threading.Lock()
         self.corr = RequestCorrelator(self._send, handler, channel.stack.dialect,
-                                      lambda: channel.address, lambda: self._members, max_outstanding)
+                                      lambda: channel.address, lambda: self._members, max_outstanding,
+                                      channel.read_while, channel.wake_reader)
         self._adapter = _Adapter(self, receiver if receiver is not None else channel.receiver)
         channel.receiver = self._adapter
 

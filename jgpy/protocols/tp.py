@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from jgpy._core.address import IpAddress
 from jgpy._core.headers import TpHeader
@@ -379,6 +379,15 @@ class TP(TransportCore, Protocol):
         return True
 
     # ---- receiving ----
+
+    def read_while(self, pending: Callable[[], bool], timeout: float) -> bool:
+        """A thread waiting for unicasts (an RPC caller, its answer) reads them itself while ``pending()``, at
+        most ``timeout`` seconds (< 0: no limit); False: this transport cannot (the caller waits as usual).
+        UDP with relay delivery can (``DatagramLoop.read_while``)."""
+        return False
+
+    def wake_reader(self) -> None:
+        """Wake the thread in :meth:`read_while`, to look at what it waits for."""
 
     # receive_datagrams (receive_unicasts, receive_multicasts: the socket loops' handlers): the core decodes a
     # batch of datagrams, checks it and passes it up as one batch; the rare drops come back here:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from jgpy._core.address import IpAddress
 from jgpy._core.bundler import Bundler
@@ -108,7 +108,8 @@ class UDP(TP):
                      "on_thread": register_relay if relay else None, "relay_gap_us": self.relay_gap_us,
                      "log": self._rl}
         self._loops = [
-            DatagramLoop(self.ucast_sock, self.receive_unicasts, name=f"jgpy-ucast-{port}", **loop_args),
+            DatagramLoop(self.ucast_sock, self.receive_unicasts, name=f"jgpy-ucast-{port}", guest=relay,
+                         **loop_args),
             DatagramLoop(self.mcast_sock, self.receive_multicasts, name=f"jgpy-mcast-{port}", **loop_args),
         ]
         for loop in self._loops:
@@ -259,6 +260,17 @@ class UDP(TP):
                 except OSError:
                     pass
         self.mcast_sock = self.ucast_sock = None
+
+    # ---- receiving: a waiting caller reads its answers itself ----
+
+    def read_while(self, pending: Callable[[], bool], timeout: float) -> bool:
+        loops = self._loops
+        return bool(loops) and loops[0].read_while(pending, timeout)
+
+    def wake_reader(self) -> None:
+        loops = self._loops
+        if loops:
+            loops[0].wake_reader()
 
     # ---- sending ----
 
