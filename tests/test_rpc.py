@@ -396,6 +396,39 @@ def test_a_waiting_caller_handles_its_answers_on_its_own_thread(three_udp):
     assert not da.corr.requests
 
 
+def test_a_caller_reading_its_answers_survives_a_strangers_junk_and_forged_answers(three_udp):
+    """While A's caller waits for B (and reads A's unicast socket itself), a stranger sends A random bytes,
+    absurd datagrams and answers forged with the id of A's outstanding request: they are dropped and counted,
+    the caller gets B's real answer, and A's receive threads and later calls are unharmed."""
+    (a, b, _), (da, db, _), _, _, cluster = three_udp
+    server = db.server
+    forger = hostile.Forger(cluster)
+    rnd = random.Random(11)
+    phys = a.stack.transport.physical_addr
+    loop = a.stack.transport._loops[0]
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(da.call_remote_method(b.address, "wait_release", timeout=20_000)),
+                         daemon=True)
+    t.start()
+    assert wait_all(lambda: len(da.corr.requests) == 1, 10)
+    rid = next(iter(da.corr.requests))
+    waits = loop.stats["guest_waits"]
+    corr_hdr = hostile.Hdr(CORRELATOR_ID, 71, struct.pack(">bq?h", RSP, rid, False, CORRELATOR_ID))
+    attacks = [("forged-rsp", forger.dgram(hostile.stranger(rnd), [corr_hdr, hostile.unicast_data(1, 1, True)],
+                                           a.address, b"\x12x")) for _ in range(100)]
+    attacks += list(hostile.random_bytes(rnd, 100)) + list(hostile.absurd(forger, rnd, False, a.address))
+    dropped0 = da.corr.dropped_unknown_responses
+    hostile.send_datagrams(attacks, (phys.host, phys.port))
+    assert wait_all(lambda: da.corr.dropped_unknown_responses - dropped0 >= 90, 15), da.corr.stats()
+    assert t.is_alive() and not out                              # the forgeries answered nothing
+    assert loop.stats["guest_waits"] > waits                     # the caller read them itself and waited again
+    server.release.set()
+    t.join(20)
+    assert out == ["B"]
+    assert da.call_remote_method(b.address, "value", [7]) == 7
+    assert loop.running and loop.stats["handler_errors"] == 0
+
+
 def test_an_answer_handled_by_another_thread_wakes_the_reading_caller():
     """The caller reads its answers (read_while), but another thread completes the request: the request's
     waker ends the read at once, not when the reader's poll would."""
