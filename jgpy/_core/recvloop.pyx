@@ -253,11 +253,11 @@ cdef class DatagramLoop:
     thread would.  Before the owner runs code that may block (an application's callback) its thread calls
     ``hand_over``: the socket is armed for the next thread instead, so a datagram that comes meanwhile wakes
     that one, which reads (handlers may then run concurrently for batches read by different threads);
-    ``take_back`` afterwards makes the first thread the owner again.  With ``guest`` (relay mode only) a thread
-    that waits for something this socket will bring may read the socket itself meanwhile (:meth:`read_while`).  ``hand_over`` refuses (returns False)
+    ``take_back`` afterwards makes the first thread the owner again.  ``hand_over`` refuses (returns False)
     in a stream, where the two threads would take turns for every batch: when a datagram is already waiting
     on the socket (``FIONREAD``), or the previous hand-over was less than ``relay_gap_us`` ago; the blocking
-    work is then better left to a thread of its own.  ``on_thread(hand_over, take_back)`` is
+    work is then better left to a thread of its own.  With ``guest`` (relay mode only), a thread that waits for
+    something this socket will bring may read the socket itself meanwhile (:meth:`read_while`).  ``on_thread(hand_over, take_back)`` is
     called on each thread when it starts (e.g. to register them with a delivery executor).  Each costs two
     ``epoll_ctl`` calls (``take_back``'s are made once the thread has released the GIL; ``hand_over`` also
     asks ``FIONREAD``), about 0.2 us each here, and wakes no thread unless a datagram is waiting or comes.
