@@ -49,6 +49,7 @@ from typing import Any, BinaryIO, Callable, Mapping, Sequence
 from jgpy._core.address import UUID, Address, set_logical_name
 from jgpy._core.batch import split_by_flag
 from jgpy._core.sendpath import ChannelSend
+from jgpy._core.serial import GUEST, relays
 from jgpy._core.message import Message
 from jgpy._core.types import View
 from jgpy.errors import JgpyError
@@ -171,10 +172,6 @@ def generate_name() -> str:
     return f"{socket.gethostname().split('.')[0]}-{random.randrange(1, 65536)}"
 
 
-_answers = threading.local()
-"""Per thread: ``_answers.consume``, set while the thread reads its own answers (:meth:`Channel.read_while`)."""
-
-
 class _StackTop(Protocol):
     """The top of a channel's stack (where ``JChannel`` sits in JGroups): the protocol below passes batches
     and events up to it, and the channel sends through its ``down_prot``. Private: the channel owns it, so
@@ -202,7 +199,7 @@ class _StackTop(Protocol):
         assert stack is not None
         oob, regular = split_by_flag(msgs, OOB)
         if oob:
-            consume = getattr(_answers, "consume", None)   # a waiting caller reading: its answers are its own
+            consume = getattr(relays, "consume", None)    # a waiting caller reading: its answers are its own
             if consume is not None:
                 oob = [m for m in oob if not consume(m)]
         if oob:
@@ -450,14 +447,17 @@ class Channel:
         delivered as usual (by the delivery threads: this thread runs no application code). So an answer
         reaches its caller with no thread switch. False at once when the transport cannot (not UDP with relay
         delivery) or another thread does it now: then wait as usual. Whoever settles what the thread waits for
-        on another thread calls :meth:`wake_reader`."""
+        on another thread calls :meth:`wake_reader`. A delivery thread may read too (a call made in a delivery):
+        meanwhile no executor counts it as its own, so what it reads is queued behind the delivery that waits,
+        never run nested in it (``jgpy._core.serial.GUEST``)."""
         if self._state != "connected":
             return False
-        _answers.consume = consume
+        pair = getattr(relays, "pair", None)
+        relays.pair, relays.consume = GUEST, consume
         try:
             return bool(self.stack.transport.read_while(pending, timeout))
         finally:
-            _answers.consume = None
+            relays.pair, relays.consume = pair, None
 
     def wake_reader(self) -> None:
         """Wake the thread in :meth:`read_while` (no-op from that thread, or when nobody reads)."""

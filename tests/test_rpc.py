@@ -429,6 +429,38 @@ def test_a_caller_reading_its_answers_survives_a_strangers_junk_and_forged_answe
     assert loop.running and loop.stats["handler_errors"] == 0
 
 
+def test_a_nested_call_from_an_oob_request_does_not_deliver_on_its_waiting_thread(three_udp):
+    """A's OOB request handler makes a synchronous call of its own: its thread runs A's OOB deliveries, so it
+    must not read the socket while it waits (what it read would run nested in the waiting handler); another OOB
+    request that comes meanwhile runs after the handler, not inside it."""
+    (a, b, c), (da, db, dc), _, _, _ = three_udp
+    depth = [0]
+    log: list = []
+
+    def nested():
+        depth[0] += 1
+        try:
+            log.append(("nested", depth[0]))
+            return da.call_remote_method(c.address, "wait_release", timeout=20_000)
+        finally:
+            depth[0] -= 1
+
+    def record():
+        log.append(("record", depth[0]))
+        return "r"
+    da.server.nested, da.server.record = nested, record
+    oob = RequestOptions(ResponseMode.GET_ALL, 20_000, flags=Message.OOB)
+    first = db.call_remote_method_with_future(a.address, "nested", options=oob)
+    assert wait_all(lambda: log == [("nested", 1)] and dc.corr.requests_handled >= 1, 10), log
+    second = db.call_remote_method_with_future(a.address, "record", options=oob)
+    time.sleep(0.3)
+    assert log == [("nested", 1)]                                 # waits behind the handler, not inside it
+    dc.server.release.set()
+    assert first.result(20)[a.address].value == "C"
+    assert second.result(20)[a.address].value == "r"
+    assert log == [("nested", 1), ("record", 0)]
+
+
 def test_an_answer_handled_by_another_thread_wakes_the_reading_caller():
     """The caller reads its answers (read_while), but another thread completes the request: the request's
     waker ends the read at once, not when the reader's poll would."""

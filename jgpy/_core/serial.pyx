@@ -18,7 +18,14 @@ log = logging.getLogger("jgpy.executor")
 
 relays = threading.local()
 """Per receive thread: ``relays.pair`` = (hand_over, take_back), set by ``executor.register_relay``;
-``relays.running``: the thread runs an executor's tasks between the two calls."""
+``relays.running``: the thread runs an executor's tasks between the two calls. A thread that reads its own
+answers (``Channel.read_while``) has ``relays.pair`` = :data:`GUEST` and ``relays.consume``, meanwhile."""
+
+GUEST = ("guest",)
+"""``relays.pair`` of a thread that reads its own answers: it runs no executor's tasks (they go to the
+executor's thread), and no executor counts it as its own (``in_thread`` is False), so nothing it reads is
+delivered nested in the task it may be waiting in."""
+cdef object _GUEST = GUEST
 
 
 def _yes() -> bool:
@@ -109,6 +116,8 @@ cdef class SerialCore:
         cdef object pair
         if self.relay or self.caller_runs:
             pair = getattr(relays, "pair", None)
+            if pair is _GUEST:
+                return None
             if pair is None and self.caller_runs:
                 return _NO_RELAY
             return pair
@@ -153,7 +162,9 @@ cdef class SerialCore:
     cpdef bint in_thread(self):
         """Whether the calling thread is the one running tasks (the executor's, or a submitter's right now)."""
         cdef unsigned long me = PyThread_get_thread_ident()
-        return me == self._thread_ident or (self._runner != 0 and me == self._runner)
+        if me == self._thread_ident or (self._runner != 0 and me == self._runner):
+            return getattr(relays, "pair", None) is not _GUEST
+        return False
 
     def run_queue(self) -> None:
         """(the executor's thread) Run the queue until it is empty, taking the claim (a submitter may be running
