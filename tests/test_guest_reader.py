@@ -48,8 +48,13 @@ def guest_loop(net: Net, handler, **kw):
     return loop, rx, tx
 
 
-def send_later(tx, dest, datagrams, delay: float) -> threading.Thread:
+def send_later(tx, dest, datagrams, delay: float, loop=None) -> threading.Thread:
+    """Send ``datagrams`` after ``delay`` seconds; with ``loop``, not before a thread waits in its read_while
+    (a loaded machine may start the waiter late)."""
     def run():
+        deadline = time.monotonic() + 10
+        while loop is not None and loop.stats["guest_waits"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
         time.sleep(delay)
         for d in datagrams:
             tx.sendto(d, dest)
@@ -62,7 +67,7 @@ def test_the_waiting_thread_handles_what_comes_and_the_loop_reads_again_afterwar
     h = ByThread()
     loop, rx, tx = guest_loop(net, h)
     dest = rx.getsockname()
-    sender = send_later(tx, dest, [b"reply"], 0.05)
+    sender = send_later(tx, dest, [b"reply"], 0.01, loop)
     t0 = time.monotonic()
     assert loop.read_while(lambda: b"reply" not in h.threads, 10.0) is True
     assert time.monotonic() - t0 < 5

@@ -369,11 +369,14 @@ class _ThreadOf:
 def test_a_waiting_caller_handles_its_answers_on_its_own_thread(three_udp):
     """udp.xml (relay delivery): a synchronous caller reads its answers itself, so they reach it with no thread
     switch; callers in several threads at once (one reads, the others wait as usual) all get their answers."""
-    (a, b, c), (da, _, _), _, _, _ = three_udp
+    (a, b, c), (da, db, dc), _, _, _ = three_udp
     loop = a.stack.transport._loops[0]
     waits = loop.stats["guest_waits"]
     flt = _ThreadOf()
-    rsps = da.call_remote_methods([b.address, c.address], "name",
+    release = threading.Timer(0.2, lambda: (b_srv.release.set(), c_srv.release.set()))   # the caller waits by then
+    b_srv, c_srv = db.server, dc.server
+    release.start()
+    rsps = da.call_remote_methods([b.address, c.address], "wait_release",
                                   options=RequestOptions(ResponseMode.GET_ALL, 10_000, rsp_filter=flt))
     assert sorted(rsps.get_results()) == ["B", "C"]
     assert flt.threads == [threading.get_ident()] * 2
