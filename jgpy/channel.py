@@ -444,7 +444,8 @@ class Channel:
         """For a thread that waits for answers sent to this member (``jgpy.blocks``' callers): while
         ``pending()``, for at most ``timeout`` seconds (< 0: no limit), the thread reads the unicast socket
         itself, and the OOB messages it reads go first to ``consume(msg)``: True means taken, the rest is
-        delivered as usual (by the delivery threads: this thread runs no application code). So an answer
+        delivered as usual (by the delivery threads: this thread runs no application code but what ``consume``
+        runs, e.g. its own request's response filter). So an answer
         reaches its caller with no thread switch. False at once when the transport cannot (not UDP with relay
         delivery) or another thread does it now: then wait as usual. Whoever settles what the thread waits for
         on another thread calls :meth:`wake_reader`. A delivery thread may read too (a call made in a delivery):
