@@ -12,18 +12,9 @@ import time
 
 import pytest
 
-from tests.test_udp_core import Collector, Net
+from tests.test_udp_core import Collector, Net, net  # noqa: F401 - net: the sockets and loops fixture
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def net():
-    n = Net()
-    try:
-        yield n
-    finally:
-        n.close()
 
 
 class ByThread(Collector):
