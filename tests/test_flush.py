@@ -798,12 +798,22 @@ def test_concurrent_flushes_from_java_and_jgpy_members(spark, java_nodes, tmp_pa
 
 def _merge_config(tmp_path) -> tuple[str, dict]:
     """flush-udp.xml with DISCARD (for partitions) and shorter failure detection and merge intervals, on a
-    private group: (config path, system properties)."""
+    private group: (config path, system properties).
+
+    NAKACK's ``max_rebroadcast_timeout`` is 1 s (2 s by default, as FLUSH's ``start_flush_timeout``): DISCARD
+    partitions by the sender named in a message, so a multicast from the other half that one member of a half
+    has and another lacks can never be fetched (the re-multicast copy names the original sender and is dropped;
+    across a real partition it would arrive). A reconciliation that asks for one then waits out the whole
+    rebroadcast timeout, which with the defaults is the whole flush attempt: every attempt fails and GMS installs
+    the view unflushed (as 2.12 does after failed attempts), so what was in flight is delivered in the next view.
+    A clean-clone CI run failed so (same-view errors), and loaded runs here showed why: a Java member's
+    rebroadcast waited its 2 s out for such messages, and the attempt timed out."""
     from jgpy.testing.java import udp_props, unique_group
     cfg = (load_config("flush-udp.xml").insert("DISCARD", {}, after="UDP")
            .with_properties("MERGE2", min_interval="3000", max_interval="6000")
            .with_properties("FD_ALL", interval="1000", timeout="5000")
-           .with_properties("VERIFY_SUSPECT", timeout="1000"))
+           .with_properties("VERIFY_SUSPECT", timeout="1000")
+           .with_properties("pbcast.NAKACK", max_rebroadcast_timeout="1000"))
     path = tmp_path / "flush-merge.xml"
     path.write_text(cfg.to_xml())
     return str(path), udp_props(*unique_group())
