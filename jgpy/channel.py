@@ -57,6 +57,7 @@ from jgpy.protocols.pbcast.flush import start_flush_with_retries
 from jgpy.stack.config import StackConfig
 from jgpy.stack.diagnostics import ChannelProbeHandler
 from jgpy.stack.events import ConnectArg, Event, EventType, StateTransferInfo
+from jgpy.stack.logutil import RateLimitedLog
 from jgpy.stack.promise import Promise
 from jgpy.stack.protocol import Protocol
 from jgpy.stack.stack import ProtocolStack
@@ -190,6 +191,9 @@ class _StackTop(Protocol):
         #: (receiver, its receive_batch or None): one attribute, replaced whole, so a delivery sees the old
         #: pair or the new one; receive_batch is looked up when the receiver is set, not per batch
         self.delivery: tuple[Receiver, Callable[[list[Message]], None] | None] = (Receiver(), None)
+        #: ``Channel.add_oob_interceptor``'s functions: replaced whole (a tuple), read once per batch
+        self.interceptors: tuple[Callable[[Message], bool], ...] = ()
+        self._rl = RateLimitedLog(log)
 
     def up(self, evt: Event) -> Any:
         return self.channel._on_event(evt)
@@ -202,6 +206,9 @@ class _StackTop(Protocol):
             consume = getattr(relays, "consume", None)    # a waiting caller reading: its answers are its own
             if consume is not None:
                 oob = [m for m in oob if not consume(m)]
+            interceptors = self.interceptors
+            if interceptors and oob:
+                oob = [m for m in oob if not self._intercepted(interceptors, m)]
         if oob:
             ex = stack.oob_delivery
             if ex is not None:
@@ -221,6 +228,17 @@ class _StackTop(Protocol):
                     self.deliver_all(regular)
                 else:
                     ex.submit(self.deliver_all, regular)
+
+    def _intercepted(self, interceptors: tuple[Callable[[Message], bool], ...], msg: Message) -> bool:
+        for fn in interceptors:
+            try:
+                if fn(msg):
+                    return True
+            except Exception:  # noqa: BLE001 - a receive thread never dies; the message is dropped alone
+                self._rl.exception("intercept", "%s: an OOB interceptor failed on a message from %s: dropped",
+                                   self.channel.name, msg.src)
+                return True
+        return False
 
     def deliver_all(self, msgs: list[Message]) -> None:
         receiver, batch = self.delivery
@@ -444,8 +462,8 @@ class Channel:
         """For a thread that waits for answers sent to this member (``jgpy.blocks``' callers): while
         ``pending()``, for at most ``timeout`` seconds (< 0: no limit), the thread reads the unicast socket
         itself, and the OOB messages it reads go first to ``consume(msg)``: True means taken, the rest is
-        delivered as usual (by the delivery threads: this thread runs no application code but what ``consume``
-        runs, e.g. its own request's response filter). So an answer
+        delivered as usual (the OOB interceptors, then the delivery threads: this thread runs no application
+        code but what ``consume`` and the interceptors run, e.g. response filters). So an answer
         reaches its caller with no thread switch. False at once when the transport cannot (not UDP with relay
         delivery) or another thread does it now: then wait as usual. Whoever settles what the thread waits for
         on another thread calls :meth:`wake_reader`. A delivery thread may read too (a call made in a delivery):
@@ -463,6 +481,20 @@ class Channel:
     def wake_reader(self) -> None:
         """Wake the thread in :meth:`read_while` (no-op from that thread, or when nobody reads)."""
         self.stack.transport.wake_reader()
+
+    def add_oob_interceptor(self, fn: Callable[[Message], bool]) -> None:
+        """Let ``fn(msg)`` see every OOB message on the receive thread that read it, before it is queued for
+        OOB delivery; True means handled (not delivered). ``jgpy.blocks`` handles answers to its requests
+        so: an answer must not wait in the OOB queue behind a handler that waits for it (a synchronous call
+        made in an OOB request's handler; Java's OOB thread pool runs it on another thread). ``fn`` runs on
+        receive threads: it must be short and must not block. An exception it raises drops the message."""
+        top = self._top
+        top.interceptors = (*top.interceptors, fn)
+
+    def remove_oob_interceptor(self, fn: Callable[[Message], bool]) -> None:
+        """Undo :meth:`add_oob_interceptor` (no-op if ``fn`` is not there)."""
+        top = self._top
+        top.interceptors = tuple(f for f in top.interceptors if f != fn)
 
     # ---- state transfer ----
 

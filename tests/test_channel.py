@@ -335,3 +335,34 @@ def test_a_lone_oob_unicast_is_delivered_by_the_receive_thread_that_read_it(prop
         assert wait_all(lambda: len(where) == 20, 10), where
         by_receive_thread = sum(t.startswith("jgpy-ucast") for t in where)
         assert by_receive_thread >= 10, where
+
+
+def test_oob_interceptors_see_oob_messages_on_the_receive_thread_and_a_failing_one_drops_only_its_message(
+        props, caplog):
+    """``add_oob_interceptor``: an interceptor sees every OOB message (not the regular ones) on the receive
+    thread that read it; True takes the message from delivery; one that raises drops that message alone (logged)
+    and the receive thread goes on; removed, it sees nothing more."""
+    cluster = f"ch-{uuid.uuid4().hex[:6]}"
+    ra, rb = Rec(), Rec()
+    seen: list = []
+
+    def intercept(msg):
+        seen.append((bytes(msg.buffer), threading.current_thread().name))
+        if msg.buffer == b"boom":
+            raise RuntimeError("interceptor bug")
+        return msg.buffer == b"mine"
+    with Channel("udp.xml", "A", props, ra) as a, Channel("udp.xml", "B", props, rb) as b:
+        a.connect(cluster)
+        b.connect(cluster)
+        assert wait_all(lambda: len(a.view) == 2 and len(b.view) == 2, 10)
+        b.add_oob_interceptor(intercept)
+        for p in (b"mine", b"boom", b"plain"):
+            a.send(Message(b.address, p), oob=True)
+        a.send(Message(b.address, b"regular"))
+        assert wait_all(lambda: sorted(bytes(m.buffer) for m in rb.msgs) == [b"plain", b"regular"], 10), rb.msgs
+        assert sorted(p for p, _ in seen) == [b"boom", b"mine", b"plain"]     # (two receive threads)
+        assert all(t.startswith("jgpy-ucast") for _, t in seen), seen
+        assert "an OOB interceptor failed" in caplog.text
+        b.remove_oob_interceptor(intercept)
+        a.send(Message(b.address, b"mine"), oob=True)
+        assert wait_all(lambda: len(rb.msgs) == 3, 10) and len(seen) == 3

@@ -25,7 +25,8 @@ from jgpy.headers import RequestCorrelatorHeader
 from jgpy.javaser import JavaSerializationError
 from jgpy.testing import hostile
 from jgpy.testing.cluster import IN_PROCESS, wait_all
-from jgpy.testing.java import udp_props, unique_group
+from jgpy.stack.config import load_config
+from jgpy.testing.java import private_tcp, udp_props, unique_group
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -55,10 +56,10 @@ class Collect(Receiver):
 
 
 @contextmanager
-def three_members(config: str) -> Iterator[tuple]:
+def three_members(config, props: dict | None = None) -> Iterator[tuple]:
     """Three jgpy members A, B, C with RpcDispatchers (servers named after them); A's plain messages go to a
-    Collect receiver."""
-    props = udp_props(*unique_group())
+    Collect receiver. ``props``: the system properties (default: a private multicast group)."""
+    props = props if props is not None else udp_props(*unique_group())
     cluster = f"rpc-{uuid.uuid4().hex[:8]}"
     chans = [Channel(config, n, props) for n in "ABC"]
     try:
@@ -77,6 +78,14 @@ def three_members(config: str) -> Iterator[tuple]:
 def three():
     """three_members in one process (shared-loopback.xml: the jar's udp.xml above an in-process transport)."""
     with three_members(IN_PROCESS) as t:
+        yield t
+
+
+@pytest.fixture
+def three_tcp():
+    """three_members on the jar's tcp.xml, on a block of free ports of their own."""
+    cfg, props, _ = private_tcp(load_config("tcp.xml"), 3)
+    with three_members(cfg, props) as t:
         yield t
 
 
@@ -463,6 +472,58 @@ def test_a_nested_call_from_an_oob_request_does_not_deliver_on_its_waiting_threa
     assert first.result(20)[a.address].value == "C"
     assert second.result(20)[a.address].value == "r"
     assert log == [("nested", 1), ("record", 0)]
+
+
+def _nested_caller(da, target, method: str, log: list):
+    """A server method for A that calls ``method`` on ``target`` synchronously (OOB) and logs the result."""
+    def nested():
+        try:
+            log.append(da.call_remote_method(target, method, options=RequestOptions(
+                ResponseMode.GET_ALL, 15_000, flags=Message.OOB)))
+        except Exception as e:  # noqa: BLE001 - the test reads what happened
+            log.append(e)
+        return log[-1]
+    return nested
+
+
+def test_a_nested_call_from_an_oob_request_gets_its_answer_on_tcp(three_tcp):
+    """tcp.xml (no guest reader): A's OOB request handler calls C synchronously. C's answer comes up on a
+    receive thread while the OOB queue is busy with that very handler: it is handled there, not queued behind
+    the handler (where it waited until the nested call timed out)."""
+    (a, b, c), (da, db, dc), _, _, _ = three_tcp
+    log: list = []
+    da.server.nested = _nested_caller(da, c.address, "name", log)
+    oob = RequestOptions(ResponseMode.GET_ALL, 20_000, flags=Message.OOB)
+    t0 = time.monotonic()
+    rsp = db.call_remote_methods([a.address], "nested", options=oob)
+    assert rsp[a.address].value == "C" and log == ["C"], (rsp, log)
+    assert time.monotonic() - t0 < 10
+    assert da.corr.stats()["outstanding"] == 0
+
+
+def test_a_nested_call_from_an_oob_request_gets_its_answer_while_another_thread_is_the_guest(three_udp):
+    """udp.xml: A's own caller waits for C (and reads A's unicast socket: it is the guest) when A's OOB request
+    handler calls C as well. That nested call cannot read (one guest at a time); its answer, read by the guest,
+    is not the guest's: it is handled on the guest's thread, not queued behind the handler that waits for it."""
+    (a, b, c), (da, db, dc), _, _, _ = three_udp
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(da.call_remote_method(c.address, "wait_release", timeout=20_000)),
+                         daemon=True)
+    t.start()
+    assert wait_all(lambda: dc.corr.requests_handled >= 1 and len(da.corr.requests) == 1, 10)
+    loop = a.stack.transport._loops[0]
+    assert wait_all(lambda: loop.stats["guest_waits"] >= 1, 10), loop.stats
+    log: list = []
+    da.server.nested = _nested_caller(da, c.address, "name", log)
+    oob = RequestOptions(ResponseMode.GET_ALL, 20_000, flags=Message.OOB)
+    t0 = time.monotonic()
+    rsp = db.call_remote_methods([a.address], "nested", options=oob)
+    assert rsp[a.address].value == "C" and log == ["C"], (rsp, log)
+    assert time.monotonic() - t0 < 10
+    assert t.is_alive() and not out                              # the guest still waits for its own answer
+    dc.server.release.set()
+    t.join(20)
+    assert out == ["C"]
 
 
 def test_an_answer_handled_by_another_thread_wakes_the_reading_caller():

@@ -15,6 +15,11 @@ bounded by ``max_outstanding`` (a caller beyond it gets an error at once, nothin
 A caller that waits for its answers reads them itself when the channel lets it (``Channel.read_while``: UDP
 with relay delivery, one such caller at a time): it handles the answers to its own request on its own thread,
 so an answer needs no thread switch to reach its caller; everything else it reads goes to the delivery threads.
+Any other answer is handled on the receive thread that read it (:meth:`RequestCorrelator.intercept`, added by
+the dispatcher with ``Channel.add_oob_interceptor``), never queued for the OOB delivery thread: a synchronous
+call made inside an OOB request's handler would otherwise wait there behind that very handler until it timed
+out (Java's OOB thread pool runs the answer on another thread). A request's response filter and done
+callbacks therefore run on a receive thread, or on the caller's when it reads (as Java's run on a pool thread).
 """
 
 from __future__ import annotations
@@ -545,6 +550,15 @@ class RequestCorrelator:
             self._handle_response(msg, hdr)
         else:
             self._rl.warning("bad-type", "dropped a message with a correlator header of unknown type %d", hdr.type)
+        return True
+
+    def intercept(self, msg: Message) -> bool:
+        """On a receive thread (``Channel.add_oob_interceptor``): handle ``msg`` here if it answers a request;
+        False: anything else (requests run on the delivery threads, as their handlers may block)."""
+        hdr = msg.get_header(CORRELATOR_ID)
+        if type(hdr) is not RequestCorrelatorHeader or hdr.type != RSP or hdr.corr_id != CORRELATOR_ID:
+            return False
+        self._handle_response(msg, hdr)
         return True
 
     def _handle_response(self, msg: Message, hdr: Any) -> None:

@@ -5,7 +5,9 @@ answers; everything else, and every view, suspicion, block and state callback, g
 channel had before (or the one given), as Java's MessageDispatcher passes them to its MessageListener and
 MembershipListener. Requests are handled on the thread that delivers them (regular requests in order with
 the other messages, OOB requests on the OOB thread), as Java does: a handler that blocks holds up that
-delivery.
+delivery. Answers (OOB) are handled on the receive thread that read them (the dispatcher adds its
+correlator's ``intercept`` with ``Channel.add_oob_interceptor``), so one a blocked handler waits for is never
+queued behind it.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class MessageDispatcher:
                                       channel.read_while, channel.wake_reader)
         self._adapter = _Adapter(self, receiver if receiver is not None else channel.receiver)
         channel.receiver = self._adapter
+        channel.add_oob_interceptor(self.corr.intercept)    # answers are handled where they are read
 
     # ---- life cycle
 
@@ -116,6 +119,7 @@ class MessageDispatcher:
     def stop(self) -> None:
         """Stop answering, end every outstanding request, and give the channel its receiver back."""
         self.corr.stop()
+        self.channel.remove_oob_interceptor(self.corr.intercept)
         if self.channel.receiver is self._adapter:
             self.channel.receiver = self._adapter.inner
 
