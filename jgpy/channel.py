@@ -463,7 +463,7 @@ class Channel:
         ``pending()``, for at most ``timeout`` seconds (< 0: no limit), the thread reads the unicast socket
         itself, and the OOB messages it reads go first to ``consume(msg)``: True means taken, the rest is
         delivered as usual (the OOB interceptors, then the delivery threads: this thread runs no application
-        code but what ``consume`` and the interceptors run, e.g. response filters). So an answer
+        code but what ``consume`` runs, e.g. its own request's response filter). So an answer
         reaches its caller with no thread switch. False at once when the transport cannot (not UDP with relay
         delivery) or another thread does it now: then wait as usual. Whoever settles what the thread waits for
         on another thread calls :meth:`wake_reader`. A delivery thread may read too (a call made in a delivery):
@@ -487,7 +487,8 @@ class Channel:
         OOB delivery; True means handled (not delivered). ``jgpy.blocks`` handles answers to its requests
         so: an answer must not wait in the OOB queue behind a handler that waits for it (a synchronous call
         made in an OOB request's handler; Java's OOB thread pool runs it on another thread). ``fn`` runs on
-        receive threads: it must be short and must not block. An exception it raises drops the message."""
+        receive threads: it must be short and must not block (a blocked receive thread reads nothing), so it
+        must not run application code. An exception it raises drops the message."""
         top = self._top
         top.interceptors = (*top.interceptors, fn)
 

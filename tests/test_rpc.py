@@ -501,6 +501,24 @@ def test_a_nested_call_from_an_oob_request_gets_its_answer_on_tcp(three_tcp):
     assert da.corr.stats()["outstanding"] == 0
 
 
+def test_a_blocking_done_callback_does_not_hold_up_the_answers_after_it(three_tcp):
+    """tcp.xml: an answer handled on B's connection's receive thread completes a future whose done callback
+    blocks for 1.5 s; the callback runs on the OOB thread, not there, so the answer to the next call over the
+    same connection is read at once (the receive thread would read nothing while it ran the callback)."""
+    (a, b, c), (da, db, dc), _, _, _ = three_tcp
+    ran: list = []
+    fut = da.call_remote_method_with_future(b.address, "wait_release", options=RequestOptions(
+        ResponseMode.GET_ALL, 20_000, flags=Message.OOB))
+    fut.add_done_callback(lambda r: (ran.append(threading.current_thread().name), time.sleep(1.5)))
+    assert wait_all(lambda: db.corr.requests_handled >= 1, 10)
+    db.server.release.set()
+    assert wait_all(lambda: ran, 10)
+    t0 = time.monotonic()
+    assert da.call_remote_method(b.address, "name", timeout=10_000) == "B"
+    assert time.monotonic() - t0 < 1.0, ran
+    assert fut.result(10)[b.address].value == "B"
+
+
 def test_a_nested_call_from_an_oob_request_gets_its_answer_while_another_thread_is_the_guest(three_udp):
     """udp.xml: A's own caller waits for C (and reads A's unicast socket: it is the guest) when A's OOB request
     handler calls C as well. That nested call cannot read (one guest at a time); its answer, read by the guest,

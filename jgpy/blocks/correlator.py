@@ -16,10 +16,11 @@ A caller that waits for its answers reads them itself when the channel lets it (
 with relay delivery, one such caller at a time): it handles the answers to its own request on its own thread,
 so an answer needs no thread switch to reach its caller; everything else it reads goes to the delivery threads.
 Any other answer is handled on the receive thread that read it (:meth:`RequestCorrelator.intercept`, added by
-the dispatcher with ``Channel.add_oob_interceptor``), never queued for the OOB delivery thread: a synchronous
+the dispatcher with ``Channel.add_oob_interceptor``), not queued for the OOB delivery thread: a synchronous
 call made inside an OOB request's handler would otherwise wait there behind that very handler until it timed
-out (Java's OOB thread pool runs the answer on another thread). A request's response filter and done
-callbacks therefore run on a receive thread, or on the caller's when it reads (as Java's run on a pool thread).
+out (Java's OOB thread pool runs the answer on another thread). No application code runs on the receive
+thread: an answer to a request with a response filter still goes to the OOB thread (so a nested call with a
+filter still waits behind its handler), and done callbacks are handed to it.
 """
 
 from __future__ import annotations
@@ -217,8 +218,10 @@ class GroupRequest:
 
     # ---- responses and membership (receive threads)
 
-    def receive_response(self, value: Any, sender: Address) -> bool:
-        """Record ``sender``'s answer; False when the request does not expect one from it."""
+    def receive_response(self, value: Any, sender: Address,
+                         defer: Callable[..., None] | None = None) -> bool:
+        """Record ``sender``'s answer; False when the request does not expect one from it. ``defer(fn, *args)``:
+        where the done callbacks run (None: here)."""
         rsp = self.rsps.get(sender)
         if rsp is None:
             return False
@@ -236,7 +239,10 @@ class GroupRequest:
                 self.done = True
             callbacks = self._notify(False)
         if callbacks:
-            self._run(callbacks)
+            if defer is not None:
+                defer(self._run, callbacks)
+            else:
+                self._run(callbacks)
         return True
 
     def suspect(self, member: Address) -> None:
@@ -441,8 +447,11 @@ class RequestCorrelator:
     def __init__(self, send: Callable[[Message], None], handler: RequestHandler | None, dialect: Any,
                  local_addr: Callable[[], Address | None], members: Callable[[], Collection[Address] | None],
                  max_outstanding: int = 100_000, read_while: ReadWhile | None = None,
-                 wake_reader: Callable[[], None] | None = None) -> None:
+                 wake_reader: Callable[[], None] | None = None, defer: Callable[..., None] | None = None) -> None:
         self._send = send
+        #: ``defer(fn, *args)`` runs ``fn`` where it may block (the OOB delivery thread): done callbacks of an
+        #: answer handled by :meth:`intercept` on a receive thread
+        self.defer = defer
         #: ``Channel.read_while`` and ``wake_reader``: a waiting caller reads its answers (the module docstring)
         self.read_while = read_while
         self.wake_reader = wake_reader
@@ -553,15 +562,19 @@ class RequestCorrelator:
         return True
 
     def intercept(self, msg: Message) -> bool:
-        """On a receive thread (``Channel.add_oob_interceptor``): handle ``msg`` here if it answers a request;
-        False: anything else (requests run on the delivery threads, as their handlers may block)."""
+        """On a receive thread (``Channel.add_oob_interceptor``): handle ``msg`` here if it answers a request
+        without a response filter, running no application code here (done callbacks go to ``defer``); False:
+        anything else, for the delivery threads (requests, whose handlers may block; filtered answers)."""
         hdr = msg.get_header(CORRELATOR_ID)
         if type(hdr) is not RequestCorrelatorHeader or hdr.type != RSP or hdr.corr_id != CORRELATOR_ID:
             return False
-        self._handle_response(msg, hdr)
+        req = self.requests.get(hdr.id)
+        if req is not None and req.options.rsp_filter is not None:
+            return False
+        self._handle_response(msg, hdr, self.defer)
         return True
 
-    def _handle_response(self, msg: Message, hdr: Any) -> None:
+    def _handle_response(self, msg: Message, hdr: Any, defer: Callable[..., None] | None = None) -> None:
         req = self.requests.get(hdr.id)          # one dict read: atomic, no lock needed
         if req is None or msg.src not in req.rsps:
             self.dropped_unknown_responses += 1
@@ -574,7 +587,7 @@ class RequestCorrelator:
             self.malformed_responses += 1
             self._rl.warning("bad-rsp", "a response could not be read: %s", e)
             value = e
-        req.receive_response(value, msg.src)
+        req.receive_response(value, msg.src, defer)
 
     def _handle_request(self, msg: Message, hdr: Any) -> None:
         members = self._members()

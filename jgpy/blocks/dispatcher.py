@@ -6,8 +6,9 @@ channel had before (or the one given), as Java's MessageDispatcher passes them t
 MembershipListener. Requests are handled on the thread that delivers them (regular requests in order with
 the other messages, OOB requests on the OOB thread), as Java does: a handler that blocks holds up that
 delivery. Answers (OOB) are handled on the receive thread that read them (the dispatcher adds its
-correlator's ``intercept`` with ``Channel.add_oob_interceptor``), so one a blocked handler waits for is never
-queued behind it.
+correlator's ``intercept`` with ``Channel.add_oob_interceptor``), so one a blocked handler waits for is not
+queued behind it; their done callbacks, and answers to requests with a response filter, still run on the OOB
+thread.
 """
 
 from __future__ import annotations
@@ -100,10 +101,18 @@ class MessageDispatcher:
         self._members_lock = threading.Lock()
         self.corr = RequestCorrelator(self._send, handler, channel.stack.dialect,
                                       lambda: channel.address, lambda: self._members, max_outstanding,
-                                      channel.read_while, channel.wake_reader)
+                                      channel.read_while, channel.wake_reader, self._defer)
         self._adapter = _Adapter(self, receiver if receiver is not None else channel.receiver)
         channel.receiver = self._adapter
         channel.add_oob_interceptor(self.corr.intercept)    # answers are handled where they are read
+
+    def _defer(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` on the OOB delivery thread (here if this is it, or without one)."""
+        ex = self.channel.stack.oob_delivery
+        if ex is None or ex.in_thread():
+            fn(*args)
+        else:
+            ex.submit(fn, *args)
 
     # ---- life cycle
 
