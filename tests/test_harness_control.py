@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from jgpy.testing.cluster import stock
+from jgpy.testing.cluster import diagnosis, stock
 from jgpy.testing.java import JavaNode, PyNode, udp_props, unique_group
 from tests.conftest import require_java
 
@@ -53,5 +53,24 @@ def test_discard_overtakes_a_running_send_and_commands_stay_in_order(kind, tmp_p
         assert done.wait(150) and "send" in result
         # an ordinary command queued behind another runs after it: stats sees every message sent
         assert node.call("stats")["sent"] >= LONG_SEND
+    finally:
+        node.close()
+
+
+def test_diagnosis_names_the_view_and_the_protocols_of_a_live_node_and_of_a_dead_one():
+    """What a failed wait in a crash test reports of each survivor (``kill_mid_stream``): its view and its
+    membership and delivery protocols' statistics, cut short; a node that cannot answer is named, not a new
+    failure."""
+    node = PyNode(name="D1")
+    try:
+        node.connect("udp.xml", f"diag-{time.monotonic_ns()}", udp_props(*unique_group()), receive="count",
+                     timeout=120)
+        text = diagnosis(node, per_protocol=50)
+        assert text.startswith("D1 in view 0 ['D1']: UDP {"), text
+        for name in ("FD_SOCK", "VERIFY_SUSPECT", "BARRIER", "pbcast.NAKACK", "UNICAST", "pbcast.GMS", "UFC", "MFC"):
+            assert f", {name} {{" in text, (name, text)
+        assert "TOTAL" not in text and len(text) < 12 * 60 + 40, text
+        node.kill()
+        assert diagnosis(node).startswith("D1: no diagnosis ("), diagnosis(node)
     finally:
         node.close()

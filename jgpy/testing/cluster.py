@@ -339,7 +339,8 @@ def kill_mid_stream(nodes: list, victim, run_dir, warmup: float = 2.0, after: fl
         t_kill = time.monotonic()
         if not wait_all(lambda: all(len(x.call("view")["members"]) == len(survivors) for x in survivors),
                         view_timeout):
-            raise AssertionError(f"no view without {victim.name} within {view_timeout} s")
+            raise AssertionError(f"no view without {victim.name} within {view_timeout} s; the survivors: "
+                                 + "; ".join(diagnosis(x) for x in survivors))
         to_view = time.monotonic() - t_kill
         time.sleep(after)
     finally:
@@ -349,6 +350,24 @@ def kill_mid_stream(nodes: list, victim, run_dir, warmup: float = 2.0, after: fl
     if errors:
         raise AssertionError(f"sends failed: {errors}")
     return sent, to_view
+
+
+#: the protocols whose statistics :func:`diagnosis` reports: membership, delivery and ordering
+_DIAGNOSED = ("UDP", "FD_SOCK", "VERIFY_SUSPECT", "BARRIER", "pbcast.NAKACK", "UNICAST", "pbcast.GMS", "TOTAL",
+              "SEQUENCER", "UFC", "MFC", "pbcast.FLUSH")
+
+
+def diagnosis(node, per_protocol: int = 700) -> str:
+    """A harness node's view and the statistics of the protocols of ``_DIAGNOSED`` it has, each cut to
+    ``per_protocol`` characters: what a failed wait puts in its message (a CI run keeps no node log)."""
+    try:
+        view = node.call("view", timeout=20)
+        stats = node.call("dump_stats", timeout=20)["stats"]
+    except Exception as e:  # noqa: BLE001 - the diagnosis of a failure must not hide it
+        return f"{node.name}: no diagnosis ({e!r})"
+    vid = view.get("view_id") or {}
+    return f"{node.name} in view {vid.get('id')} {view.get('names')}: " + ", ".join(
+        f"{name} {str(stats[name])[:per_protocol]}" for name in _DIAGNOSED if stats.get(name))
 
 
 def start_lossy_journaled(nodes: list, names, run_dir, config: str, workdir, cluster: str, props: dict,
