@@ -138,6 +138,13 @@ class RspList(Mapping[Address, Rsp]):
     def __init__(self, rsps: Mapping[Address, Rsp] | None = None) -> None:
         self._rsps = dict(rsps or {})
 
+    @classmethod
+    def _owning(cls, rsps: dict[Address, Rsp]) -> RspList:
+        """A list over ``rsps`` itself (a dict nobody else holds), without the copy."""
+        out = cls.__new__(cls)
+        out._rsps = rsps
+        return out
+
     def __getitem__(self, addr: Address) -> Rsp:
         return self._rsps[addr]
 
@@ -298,7 +305,8 @@ class GroupRequest:
         with self._lock:
             complete = self._complete()
             self.done = True
-        self._finish()
+            callbacks = self._notify(True)
+        self._forget(callbacks)
         return complete
 
     def _read_answers(self, corr: RequestCorrelator, timeout: float) -> float:
@@ -317,16 +325,18 @@ class GroupRequest:
     def _consume(self, msg: Message) -> bool:
         """Handle ``msg`` here if it answers this request; False: not ours."""
         hdr = msg.get_header(CORRELATOR_ID)
-        if type(hdr) is not RequestCorrelatorHeader or hdr.type != RSP or hdr.id != self.req_id:
+        if (type(hdr) is not RequestCorrelatorHeader or hdr.type != RSP or hdr.id != self.req_id
+                or hdr.corr_id != CORRELATOR_ID):
             return False
         assert self.corr is not None
-        return self.corr.receive_message(msg)
+        self.corr._handle_response(msg, hdr)
+        return True
 
-    def _finish(self) -> None:
+    def _forget(self, callbacks: list[Callable[[GroupRequest], None]] | None) -> None:
+        """The request is done (``_notify(True)`` returned ``callbacks``): the correlator forgets it, then the
+        callbacks run."""
         if self.corr is not None:
             self.corr.done(self.req_id)
-        with self._lock:
-            callbacks = self._notify(True)
         if callbacks:
             self._run(callbacks)
 
@@ -334,12 +344,13 @@ class GroupRequest:
         with self._lock:
             was = not self.done
             self.done = True
-        self._finish()
+            callbacks = self._notify(True)
+        self._forget(callbacks)
         return was
 
     def results(self) -> RspList:
         with self._lock:
-            return RspList({a: _copy_rsp(r) for a, r in self.rsps.items()})
+            return RspList._owning({a: _copy_rsp(r) for a, r in self.rsps.items()})
 
     # ---- the future API
 

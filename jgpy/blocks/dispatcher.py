@@ -98,9 +98,11 @@ class MessageDispatcher:
         if handler is not None and not hasattr(handler, "handle"):
             handler = _FunctionHandler(handler)
         self._members: list[Address] | None = list(channel.view.members or ()) if channel.view is not None else None
+        #: the same as a set (None: no view yet), for the membership tests of every request sent and served
+        self._member_set: frozenset[Address] | None = frozenset(self._members) if self._members is not None else None
         self._members_lock = threading.Lock()
         self.corr = RequestCorrelator(self._send, handler, channel.stack.dialect,
-                                      lambda: channel.address, lambda: self._members, max_outstanding,
+                                      lambda: channel.address, lambda: self._member_set, max_outstanding,
                                       channel.read_while, channel.wake_reader, self._defer)
         self._adapter = _Adapter(self, receiver if receiver is not None else channel.receiver)
         channel.receiver = self._adapter
@@ -138,7 +140,8 @@ class MessageDispatcher:
     def _view(self, view: View) -> None:
         with self._members_lock:
             self._members = list(view.members or ())
-        self.corr.receive_view(self._members)
+            self._member_set = frozenset(self._members)
+        self.corr.receive_view(self._member_set)
 
     @property
     def members(self) -> list[Address]:
@@ -150,11 +153,12 @@ class MessageDispatcher:
     # ---- requests
 
     def _targets(self, dests: Collection[Address] | None, options: RequestOptions) -> list[Address]:
-        members = self.members
         if dests is None:
-            real = members
+            real = self.members
         else:
-            mset = set(members)
+            mset = self._member_set
+            if mset is None:
+                mset = frozenset(self.members)
             real = [d for d in dests if d in mset]          # Java: retainAll(members)
         if options.exclusion_list:
             excl = set(options.exclusion_list)
