@@ -474,23 +474,24 @@ def test_a_nested_call_from_an_oob_request_does_not_deliver_on_its_waiting_threa
     assert log == [("nested", 1), ("record", 0)]
 
 
-def _nested_caller(da, target, method: str, log: list):
-    """A server method for A that calls ``method`` on ``target`` synchronously (OOB) and logs the result."""
+def _nested_caller(da, target, method: str, log: list, rsp_filter=None):
+    """A server method for A that calls ``method`` on ``target`` synchronously (OOB, with ``rsp_filter``) and
+    logs the result."""
     def nested():
         try:
             log.append(da.call_remote_method(target, method, options=RequestOptions(
-                ResponseMode.GET_ALL, 15_000, flags=Message.OOB)))
+                ResponseMode.GET_ALL, 15_000, flags=Message.OOB, rsp_filter=rsp_filter)))
         except Exception as e:  # noqa: BLE001 - the test reads what happened
             log.append(e)
         return log[-1]
     return nested
 
 
-def _assert_a_nested_call_gets_its_answer(a, c, da, db) -> None:
+def _assert_a_nested_call_gets_its_answer(a, c, da, db, rsp_filter=None) -> None:
     """B's OOB request makes A's handler call C synchronously: the nested call gets C's answer, long before its
     15 s timeout, and so does B."""
     log: list = []
-    da.server.nested = _nested_caller(da, c.address, "name", log)
+    da.server.nested = _nested_caller(da, c.address, "name", log, rsp_filter)
     oob = RequestOptions(ResponseMode.GET_ALL, 20_000, flags=Message.OOB)
     t0 = time.monotonic()
     rsp = db.call_remote_methods([a.address], "nested", options=oob)
@@ -505,6 +506,86 @@ def test_a_nested_call_from_an_oob_request_gets_its_answer_on_tcp(three_tcp):
     (a, b, c), (da, db, dc), _, _, _ = three_tcp
     _assert_a_nested_call_gets_its_answer(a, c, da, db)
     assert da.corr.stats()["outstanding"] == 0
+
+
+class _RecordingFilter:
+    """An RspFilter that accepts everything and records the threads it ran on."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def is_acceptable(self, response, sender) -> bool:
+        self.threads.append(threading.current_thread().name)
+        return True
+
+    def need_more_responses(self) -> bool:
+        return True
+
+
+def test_a_nested_call_with_a_response_filter_from_an_oob_request_gets_its_answer_on_tcp(three_tcp):
+    """tcp.xml: A's OOB request handler calls C synchronously with a response filter. The filter is application
+    code, so C's answer is not handled on the receive thread that read it; it is handed to the waiting caller,
+    which runs the filter on its own thread (it waited in the OOB queue behind that very caller until the nested
+    call timed out)."""
+    (a, b, c), (da, db, dc), _, _, _ = three_tcp
+    flt = _RecordingFilter()
+    _assert_a_nested_call_gets_its_answer(a, c, da, db, flt)
+    assert len(flt.threads) == 1 and flt.threads[0].startswith("jgpy-oob"), flt.threads
+    assert da.corr.stats()["outstanding"] == 0
+
+
+def test_answers_to_a_filtered_call_are_handled_by_its_waiting_caller(three_tcp):
+    """tcp.xml: a filtered call to two members from an ordinary thread: both answers are handed to the caller,
+    whose filter sees each once, on its own thread; a future with a filter that nobody waits on is completed by
+    the OOB thread, as before."""
+    (a, b, c), (da, db, dc), _, _, _ = three_tcp
+    flt = _RecordingFilter()
+    rsps = da.call_remote_methods([b.address, c.address], "name", options=RequestOptions(
+        ResponseMode.GET_ALL, 10_000, rsp_filter=flt))
+    assert sorted(r.value for r in rsps.values()) == ["B", "C"]
+    assert flt.threads == [threading.current_thread().name] * 2, flt.threads
+    flt2 = _RecordingFilter()
+    fut = da.call_remote_method_with_future(b.address, "name", options=RequestOptions(
+        ResponseMode.GET_ALL, 10_000, rsp_filter=flt2))
+    assert wait_all(lambda: flt2.threads, 10)
+    assert flt2.threads[0].startswith("jgpy-oob"), flt2.threads
+    assert fut.result(10)[b.address].value == "B"
+
+
+def test_a_filtered_answer_read_before_its_caller_waits_is_handed_to_it():
+    """reserve(): a synchronous caller counts itself before its request leaves, so an answer read before it waits
+    is handed to it (the OOB queue may hold the caller's own OOB handler); with nobody waiting, intercept leaves
+    the answer to the OOB thread. Forged answers to the waiting caller are bounded (no more waiting than the
+    request has members; the rest go the usual way) and dropped by the caller as unknown."""
+    from jgpy import DIALECT, UUID
+    from jgpy.blocks.correlator import marshal_value
+    peer, stranger = UUID(2, 2), UUID(9, 9)
+    corr, _, _ = _corr([UUID(1, 1), peer])
+    flt = _RecordingFilter()
+    opts = RequestOptions(ResponseMode.GET_ALL, 10_000, rsp_filter=flt)
+
+    def rsp(src, rid):
+        m = Message(None, marshal_value("v", DIALECT), src)
+        m.put_header(CORRELATOR_ID, RequestCorrelatorHeader(RSP, rid, False, CORRELATOR_ID))
+        return m
+    free = GroupRequest(corr, corr.next_id(), [peer], opts)
+    corr.send_request(free, Message(None, b"x"), None)
+    assert corr.intercept(rsp(peer, free.req_id)) is False           # nobody waits: for the OOB thread
+    r = GroupRequest(corr, corr.next_id(), [peer], opts)
+    r.reserve()
+    corr.send_request(r, Message(None, b"x"), None)
+    assert corr.intercept(rsp(stranger, r.req_id)) is True            # handed to the caller
+    assert [corr.intercept(rsp(stranger, r.req_id)) for _ in range(100)] == [False] * 100   # bounded
+    assert len(r._inbox) == 1 and flt.threads == []
+    assert r.wait(100) is False                                       # the caller drops the forged one
+    assert corr.dropped_unknown_responses == 1 and flt.threads == []
+    r2 = GroupRequest(corr, corr.next_id(), [peer], opts)
+    r2.reserve()
+    corr.send_request(r2, Message(None, b"x"), None)
+    assert corr.intercept(rsp(peer, r2.req_id)) is True
+    assert flt.threads == []                                          # not run on the reading thread
+    assert r2.wait(10_000) is True and r2.results()[peer].value == "v"
+    assert flt.threads == [threading.current_thread().name]
 
 
 def test_a_blocking_done_callback_does_not_hold_up_the_answers_after_it(three_tcp):

@@ -19,8 +19,9 @@ Any other answer is handled on the receive thread that read it (:meth:`RequestCo
 the dispatcher with ``Channel.add_oob_interceptor``), not queued for the OOB delivery thread: a synchronous
 call made inside an OOB request's handler would otherwise wait there behind that very handler until it timed
 out (Java's OOB thread pool runs the answer on another thread). No application code runs on the receive
-thread: an answer to a request with a response filter still goes to the OOB thread (so a nested call with a
-filter still waits behind its handler), and done callbacks are handed to it.
+thread: an answer to a request with a response filter is handed to a caller waiting for that request (it
+runs the filter on its own thread; a synchronous caller counts itself before its request leaves), or, with
+nobody waiting, to the OOB thread; done callbacks are handed to the OOB thread.
 """
 
 from __future__ import annotations
@@ -222,6 +223,13 @@ class GroupRequest:
         self._notified = False                      # the latch is open and the callbacks taken
         self._waker: Callable[[], None] | None = None  # wakes a waiter that reads its answers (read_while)
         self._reader = 0                            # the first waiter's thread: its own completions wake nobody
+        # with a response filter: answers other threads read, handed to a waiting caller (offer), which runs
+        # the filter on its own thread (a caller waiting in an OOB handler would otherwise wait for them
+        # behind itself in the OOB queue)
+        self._cv = threading.Condition(self._lock) if options.rsp_filter is not None else None
+        self._inbox: list[tuple[Message, Any]] = []
+        self._takers = 0                            # threads in _wait_filtered, or reserved by a caller (reserve)
+        self._reserved = False
 
     # ---- responses and membership (receive threads)
 
@@ -300,8 +308,11 @@ class GroupRequest:
         timeout = min(timeout_ms / 1000.0, threading.TIMEOUT_MAX) if timeout_ms > 0 else -1
         if waiting and self.corr is not None and self.corr.read_while is not None:
             timeout = self._read_answers(self.corr, timeout)
-        if waiting and self._latch.acquire(timeout=timeout):
-            self._latch.release()                      # the next waiter passes too
+        if waiting:
+            if self._cv is not None:
+                self._wait_filtered(timeout)
+            elif self._latch.acquire(timeout=timeout):
+                self._latch.release()                  # the next waiter passes too
         with self._lock:
             complete = self._complete()
             self.done = True
@@ -319,8 +330,65 @@ class GroupRequest:
         corr.read_while(self._pending, timeout, self._consume)
         return timeout if timeout < 0 else max(0.0, timeout - (time.monotonic() - start))
 
+    def reserve(self) -> None:
+        """Before the request is sent, by a caller that will :meth:`wait` for it: answers read before it waits
+        are offered to it as well (with a response filter)."""
+        if self._cv is not None:
+            with self._lock:
+                self._takers += 1
+                self._reserved = True
+
+    def offer(self, msg: Message, hdr: Any) -> bool:
+        """On a receive thread: hand the answer ``msg`` to a caller waiting for this request (one with a
+        response filter), which handles it on its own thread; False when no caller waits here, or it has as
+        many answers waiting as the request has members (the rest go the usual way)."""
+        if self._cv is None:
+            return False
+        with self._lock:
+            if self._takers == 0 or self.done or len(self._inbox) >= len(self.rsps):
+                return False                           # (a member answers once: more is a stranger's flood)
+            self._inbox.append((msg, hdr))
+            self._cv.notify_all()
+        if self._waker is not None:
+            self._waker()                              # a caller reading its answers: take this one first
+        return True
+
+    def _wait_filtered(self, timeout: float) -> None:
+        """Wait (``timeout`` seconds, < 0: for ever) until the answers are complete, handling the answers
+        that receive threads :meth:`offer` on this thread meanwhile."""
+        assert self._cv is not None
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        with self._lock:
+            if self._reserved:
+                self._reserved = False                 # this thread is the one reserve() counted
+            else:
+                self._takers += 1
+        try:
+            while True:
+                with self._lock:
+                    while not self._inbox and not self._notified:
+                        left = None if deadline is None else deadline - time.monotonic()
+                        if left is not None and left <= 0:
+                            return
+                        self._cv.wait(left)
+                    if not self._inbox:
+                        return
+                    batch, self._inbox = self._inbox, []
+                self._handle_offered(batch)
+        finally:
+            with self._lock:
+                self._takers -= 1
+                left_over, self._inbox = (self._inbox, []) if self._takers == 0 else ([], self._inbox)
+            self._handle_offered(left_over)            # offered while this thread was leaving: not lost
+
+    def _handle_offered(self, batch: list[tuple[Message, Any]]) -> None:
+        corr = self.corr
+        if corr is not None:                           # (offers come from the correlator's intercept)
+            for msg, hdr in batch:
+                corr._handle_response(msg, hdr)
+
     def _pending(self) -> bool:
-        return not self._notified
+        return not self._notified and not self._inbox
 
     def _consume(self, msg: Message) -> bool:
         """Handle ``msg`` here if it answers this request; False: not ours."""
@@ -374,6 +442,8 @@ class GroupRequest:
             return None
         self._notified = True
         self._latch.release()
+        if self._cv is not None:
+            self._cv.notify_all()
         if self._waker is not None and threading.get_ident() != self._reader:
             self._waker()                              # a waiter reading its answers: another thread settled it
         callbacks, self._callbacks = self._callbacks, []
@@ -574,14 +644,15 @@ class RequestCorrelator:
 
     def intercept(self, msg: Message) -> bool:
         """On a receive thread (``Channel.add_oob_interceptor``): handle ``msg`` here if it answers a request
-        without a response filter, running no application code here (done callbacks go to ``defer``); False:
-        anything else, for the delivery threads (requests, whose handlers may block; filtered answers)."""
+        without a response filter, running no application code here (done callbacks go to ``defer``); an answer
+        to a request with one goes to its waiting caller (:meth:`GroupRequest.offer`); False: anything else, for
+        the delivery threads (requests, whose handlers may block; filtered answers nobody waits for)."""
         hdr = msg.get_header(CORRELATOR_ID)
         if type(hdr) is not RequestCorrelatorHeader or hdr.type != RSP or hdr.corr_id != CORRELATOR_ID:
             return False
         req = self.requests.get(hdr.id)
         if req is not None and req.options.rsp_filter is not None:
-            return False
+            return req.offer(msg, hdr)                 # its waiting caller runs the filter, or the OOB thread
         self._handle_response(msg, hdr, self.defer)
         return True
 

@@ -7,8 +7,9 @@ MembershipListener. Requests are handled on the thread that delivers them (regul
 the other messages, OOB requests on the OOB thread), as Java does: a handler that blocks holds up that
 delivery. Answers (OOB) are handled on the receive thread that read them (the dispatcher adds its
 correlator's ``intercept`` with ``Channel.add_oob_interceptor``), so one a blocked handler waits for is not
-queued behind it; their done callbacks, and answers to requests with a response filter, still run on the OOB
-thread.
+queued behind it; an answer to a request with a response filter goes to the caller waiting for it, which
+runs the filter on its own thread (or, with nobody waiting, to the OOB thread); done callbacks run on the
+OOB thread.
 """
 
 from __future__ import annotations
@@ -169,12 +170,18 @@ class MessageDispatcher:
                                  options: RequestOptions | None = None) -> GroupRequest:
         """Send ``msg`` (its payload is the request) to ``dests`` (None: every member) and return the request at
         once; its :meth:`~GroupRequest.result` waits for the answers."""
-        options = options or RequestOptions()
+        return self._cast(dests, msg, options or RequestOptions(), False)
+
+    def _cast(self, dests: Collection[Address] | None, msg: Message, options: RequestOptions,
+              waiting: bool) -> GroupRequest:
+        """:meth:`cast_message_with_future`; ``waiting``: the caller waits for the answers (reserves them)."""
         targets = self._targets(dests, options)
         req = GroupRequest(self.corr, self.corr.next_id(), targets, options)
         if not targets:
             req.done = True
             return req
+        if waiting:
+            req.reserve()
         if options.flags:
             msg.flags |= options.flags
         if options.anycasting:
@@ -191,18 +198,23 @@ class MessageDispatcher:
         """Java's castMessage: the answers of ``dests`` (None: all members) once ``options.mode`` is satisfied
         or ``options.timeout`` ms passed (what came by then; the rest not received)."""
         options = options or RequestOptions()
-        req = self.cast_message_with_future(dests, msg, options)
+        req = self._cast(dests, msg, options, options.mode != ResponseMode.GET_NONE)
         if options.mode != ResponseMode.GET_NONE and not req.done:
             req.wait(options.timeout)
         return req.results()
 
     def send_message_with_future(self, msg: Message, options: RequestOptions | None = None) -> GroupRequest:
-        options = options or RequestOptions()
+        return self._send_one(msg, options or RequestOptions(), False)
+
+    def _send_one(self, msg: Message, options: RequestOptions, waiting: bool) -> GroupRequest:
+        """:meth:`send_message_with_future`; ``waiting``: the caller waits for the answer (reserves it)."""
         if msg.dest is None:
             raise ValueError("send_message needs a destination: use cast_message for the whole group")
         if options.flags:
             msg.flags |= options.flags
         req = GroupRequest(self.corr, self.corr.next_id(), [msg.dest], options)
+        if waiting:
+            req.reserve()
         self.corr.send_request(req, msg, [msg.dest])
         if options.mode == ResponseMode.GET_NONE:
             req.done = True
@@ -216,9 +228,10 @@ class MessageDispatcher:
         dest = msg.dest
         if dest is None:
             raise ValueError("send_message needs a destination: use cast_message for the whole group")
-        req = self.send_message_with_future(msg, options)
         if options.mode == ResponseMode.GET_NONE:
+            self._send_one(msg, options, False)
             return None
+        req = self._send_one(msg, options, True)
         req.wait(options.timeout)
         rsp = req.results()[dest]
         return rsp.get()
