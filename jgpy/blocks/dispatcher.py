@@ -228,10 +228,9 @@ class MessageDispatcher:
         dest = msg.dest
         if dest is None:
             raise ValueError("send_message needs a destination: use cast_message for the whole group")
+        req = self._send_one(msg, options, options.mode != ResponseMode.GET_NONE)
         if options.mode == ResponseMode.GET_NONE:
-            self._send_one(msg, options, False)
             return None
-        req = self._send_one(msg, options, True)
         req.wait(options.timeout)
         rsp = req.results()[dest]
         return rsp.get()
