@@ -52,7 +52,7 @@ from jgpy._core.message import Message
 from jgpy.errors import ConfigError
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, resolve_bind_addr
+from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, refuse_self_connection, resolve_bind_addr
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_str
 from jgpy.stack.protocol import UP_HEADER, Protocol
 from jgpy.stack.promise import Promise
@@ -142,6 +142,7 @@ def _connect(sock: socket.socket, sockaddr, timeout_ms: int, stop: threading.Eve
     sock.setblocking(False)
     err = sock.connect_ex(sockaddr)
     if err == 0:
+        refuse_self_connection(sock)
         return
     if err not in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
         raise OSError(err, os.strerror(err))
@@ -158,6 +159,7 @@ def _connect(sock: socket.socket, sockaddr, timeout_ms: int, stop: threading.Eve
                 err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if err:
                     raise OSError(err, os.strerror(err))
+                refuse_self_connection(sock)
                 return
 
 

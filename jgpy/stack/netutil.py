@@ -108,6 +108,18 @@ def deadline_reader(sock: socket.socket, deadline: float, limit: int = 1 << 20) 
     return read
 
 
+def refuse_self_connection(sock: socket.socket) -> None:
+    """Raise ConnectionRefusedError when a connected TCP socket is connected to itself. With nothing listening
+    on a port of the ephemeral range, a connect from this host can be given that very port as its source and
+    then, by TCP's simultaneous open, succeed: what the socket reads is what it wrote (a TCP peer's own
+    handshake cookie, read as a frame length). Linux does this on loopback; 2.12's connection table does not
+    check it (later JGroups versions do)."""
+    local, peer = sock.getsockname()[:2], sock.getpeername()[:2]
+    if local == peer:
+        raise ConnectionRefusedError(errno.ECONNREFUSED, f"connected to itself ({local[0]}:{local[1]}): nothing "
+                                     f"listens on that port")
+
+
 def same_host(ip: str, addr) -> bool:
     """Whether a connection from ``ip`` comes from the host of the IpAddress ``addr`` (IPv4-mapped IPv6
     forms count as the IPv4 address)."""

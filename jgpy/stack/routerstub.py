@@ -23,6 +23,7 @@ from jgpy.errors import WireFormatError
 from jgpy.stack import gossip
 from jgpy.stack.gossip import GossipData, Limits, NeedMore
 from jgpy.stack.logutil import RateLimitedLog
+from jgpy.stack.netutil import refuse_self_connection
 
 log = logging.getLogger("jgpy.stack.routerstub")
 
@@ -70,6 +71,11 @@ class RouterStub:
         try:
             source = (self.bind_addr, 0) if self.bind_addr else None
             sock = socket.create_connection((self.host, self.port), self.conn_timeout, source_address=source)
+            try:
+                refuse_self_connection(sock)
+            except OSError:
+                sock.close()
+                raise
         except OSError:
             self.counters["connect_failures"] += 1
             self.state = BROKEN

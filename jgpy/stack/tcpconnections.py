@@ -27,7 +27,7 @@ from jgpy._core.address import IpAddress
 from jgpy._core.tcp import SameSource, StreamReader, StreamWriter
 from jgpy.errors import WireFormatError, version_string
 from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, same_host
+from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, refuse_self_connection, same_host
 
 log = logging.getLogger("jgpy.tcp")
 
@@ -470,6 +470,7 @@ class ConnectionTable:
             self.options.apply(sock)
             sock.settimeout(max(0.001, self.options.sock_conn_timeout_ms / 1000.0))
             sock.connect(dest.sockaddr())
+            refuse_self_connection(sock)
             sock.settimeout(None)
             sock.sendall(self.dialect.encode_tcp_handshake(self.local_addr))
             return sock

@@ -63,7 +63,7 @@ from jgpy.javaser import read_state_request, state_request_bytes
 from jgpy.protocols.pbcast.state_transfer import StateTransferBase
 from jgpy.stack.events import Event, EventType, StateTransferInfo
 from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, deadline_reader
+from jgpy.stack.netutil import ACCEPT_CONNECTION_ERRORS, Backoff, deadline_reader, refuse_self_connection
 from jgpy.stack.properties import Property, ignored, to_bool, to_int, to_str
 
 STATE_REQ, STATE_RSP, STATE_PART = (StreamingStateHeader.STATE_REQ, StreamingStateHeader.STATE_RSP,
@@ -738,6 +738,7 @@ class STREAMING_STATE_TRANSFER(StateTransferBase):  # noqa: N801 - the JGroups n
             # bounded by the get_state timeout (Java connects without one); the state is read without
             sock.settimeout(self._timeout / 1000.0 if self._timeout > 0 else CONNECT_TIMEOUT)
             sock.connect((addr.host, addr.port))
+            refuse_self_connection(sock)
             sock.sendall(state_request_bytes(hdr.state_id, self.local_addr))
             sock.settimeout(None)
             return sock
