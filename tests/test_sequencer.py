@@ -11,6 +11,7 @@ import pytest
 
 from jgpy import DIALECT, UUID, Message, ViewId
 from jgpy.headers import SequencerHeader, UnicastHeader
+from jgpy._core.sequencer import ForwardTap
 from jgpy.protocols.sequencer import SEQUENCER, SeqnoWindow
 from jgpy.stack.events import Event, EventType
 from jgpy.testing.cluster import wait_all
@@ -275,6 +276,77 @@ def test_forwards_kept_by_a_member_that_does_not_become_coordinator_are_dropped(
     b.install_view([a.local_addr, b.local_addr, c.local_addr, UUID.random()], 2, up=True)
     assert not b.prot._pending and b.prot.counters["pending_forwards_dropped"] == 1
     assert not sent_with(b, WRAPPED)
+
+
+# ---- relaying at UNICAST's ordering point -------------------------------------------------------------------
+
+def _tap(stack: FakeStack) -> ForwardTap:
+    """The tap SEQUENCER.start() puts on UNICAST (the fake stack has no UNICAST: the test plays its part)."""
+    tap = ForwardTap(stack.prot)
+    stack.prot._tap = tap
+    return tap
+
+
+def _tags(stack: FakeStack, typ: int = WRAPPED) -> list[tuple]:
+    return [(x.header(SEQ_ID).tag.coord_addr, x.header(SEQ_ID).tag.id) for x in sent_with(stack, typ)]
+
+
+def test_the_coordinator_relays_the_forwards_it_takes_at_the_ordering_point_in_their_order(cluster):
+    _, (a, b, c) = cluster(3)
+    tap = _tap(a)
+    other = Message(a.local_addr, b"a unicast", b.local_addr)
+    run = [_forward(b.local_addr, a.local_addr, 0, b"b0"), other, _forward(c.local_addr, a.local_addr, 0, b"c0"),
+           _forward(b.local_addr, a.local_addr, 1, b"b1")]
+    assert tap.take(run) == [other]
+    assert not sent_with(a, WRAPPED), "nothing is sent under UNICAST's lock"
+    tap.drain()
+    assert _tags(a) == [(b.local_addr, 0), (c.local_addr, 0), (b.local_addr, 1)]
+    assert tap.relayed == 3 and tap.left == 0 and a.prot.received_forwards == 3
+    for s in (a, b, c):
+        wait_until(lambda: len(s.top.messages) == 3)
+        assert payloads(s) == [b"b0", b"c0", b"b1"]
+
+
+def test_a_forward_left_to_the_delivery_thread_is_overtaken_by_none(cluster):
+    """One the tap cannot relay (here a stranger's) stays in its run; until the delivery thread has handled it the
+    tap takes no FORWARD, and handling it first relays what the tap took before it."""
+    _, (a, b, c) = cluster(3)
+    tap = _tap(a)
+    assert tap.take([_forward(b.local_addr, a.local_addr, 0, b"b0")]) == []          # taken, not relayed yet
+    stranger = _forward(UUID.random(), a.local_addr, 0)
+    b1 = _forward(b.local_addr, a.local_addr, 1, b"b1")
+    assert tap.take([stranger, b1]) == [stranger, b1] and tap.left == 2
+    a.tp.inject([stranger, b1])                                                       # the delivery thread
+    assert _tags(a) == [(b.local_addr, 0), (b.local_addr, 1)]
+    assert tap.left == 0 and a.prot.counters["dropped_forward_non_member"] == 1 and tap.relayed == 1
+    assert tap.take([_forward(b.local_addr, a.local_addr, 2, b"b2")]) == []          # taking again
+    tap.drain()
+    assert _tags(a)[-1] == (b.local_addr, 2)
+
+
+def test_forwards_left_while_not_the_coordinator_go_out_before_later_ones(cluster):
+    _, (a, b, c) = cluster(3)
+    tap = _tap(b)
+    left = tap.take([_forward(c.local_addr, b.local_addr, k, b"c%d" % k) for k in range(2)])
+    assert len(left) == 2 and tap.left == 2
+    b.prot.up(Event(EventType.SUSPECT, a.local_addr))              # B takes over; they still wait for delivery
+    assert b.prot.is_coord
+    later = tap.take([_forward(c.local_addr, b.local_addr, 2, b"c2")])
+    assert len(later) == 1 and tap.left == 3
+    b.tp.inject(left + later)
+    for s in (b, c):
+        wait_until(lambda: len(s.top.messages) == 3)
+        assert payloads(s) == [b"c0", b"c1", b"c2"]
+    assert tap.left == 0
+
+
+def test_forwards_taken_by_a_coordinator_that_is_no_longer_one_are_kept_as_any(cluster):
+    _, (a, b, c) = cluster(3)
+    tap = _tap(a)
+    assert tap.take([_forward(c.local_addr, a.local_addr, 0)]) == []
+    a.install_view([b.local_addr, a.local_addr, c.local_addr], 2, up=True)
+    tap.drain()
+    assert len(a.prot._pending) == 1 and not sent_with(a, WRAPPED) and tap.relayed == 0
 
 
 # ---- hostile input -----------------------------------------------------------------------------------------
@@ -590,6 +662,7 @@ def test_mixed_cluster_delivers_one_total_order(kinds, spark, java_nodes, udp_gr
     coord_is_jgpy = kinds[0] == "p"
     if coord_is_jgpy:
         assert jgpy_stats[0]["received_forwards"] == 2 * n and jgpy_stats[0]["broadcast"] == 3 * n
+        assert jgpy_stats[0]["relayed_at_ordering_point"] > 0      # as UNICAST released them, not on delivery
     else:
         assert all(s["forwarded"] == n and s["forward_table"] == 0 for s in jgpy_stats)
     res = check_run(run, spark=spark)

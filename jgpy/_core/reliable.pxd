@@ -11,9 +11,15 @@ cdef class Arrival:
     cdef list oob                     # OOB messages to pass up at once (None: none)
 
 
+cdef class OrderedTap:
+    cpdef list take(self, list run)
+    cpdef int drain(self) except -1
+
+
 cdef class OrderedCore(ProtocolCore):
     cdef readonly Lock lock           # orders the windows and the hand-overs of what they release
     cdef public SerialCore delivery   # the stack's delivery executor while started (None: stopped)
+    cdef public OrderedTap tap        # a protocol above that takes messages at the ordering point (None: none)
 
     cdef int receive_ordered(self, object batch) except -1
     cdef Arrival _add(self, object batch)

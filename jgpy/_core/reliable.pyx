@@ -8,6 +8,11 @@ windows' order); after the lock, what the batch asks of the protocol (retransmis
 the OOB messages up, and then the queue runs in this thread if it may (relay delivery: ``run_pending``), never
 under a protocol's lock. A core says what its windows make of a batch (``_add``) and what it does after the
 lock (``_after``).
+
+A protocol above may take some messages of a deliverable run at the ordering point (:class:`OrderedTap`):
+``take`` runs under ``lock``, so what it takes keeps the windows' order, and ``drain`` after the lock, on the
+receiving thread, before the run is delivered. (UNICAST applies it: SEQUENCER's coordinator relays members'
+FORWARDs this way instead of behind every delivery on the delivery thread.)
 """
 
 from jgpy._core.batch cimport split_by_header
@@ -17,6 +22,18 @@ from jgpy._core.sync cimport Lock
 
 cdef class Arrival:
     """What one received batch made of a core's windows (one per call: several threads receive at once)."""
+
+
+cdef class OrderedTap:
+    """Messages a protocol above handles at the ordering point instead of on the delivery executor."""
+
+    cpdef list take(self, list run):
+        """(``lock`` held) ``run`` without the messages taken (kept in order, for :meth:`drain`)."""
+        return run
+
+    cpdef int drain(self) except -1:
+        """(no lock held, on the receiving thread) Handle what was taken, in order."""
+        return 0
 
 
 cdef class OrderedCore(ProtocolCore):

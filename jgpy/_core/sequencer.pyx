@@ -8,21 +8,27 @@ it and drops what it delivered before (:class:`SeqnoWindow`). What is not the co
 input, FORWARDs while not the coordinator) goes to the protocol's Python methods (``_malformed``,
 ``_keep_pending``, ``_dropped``), as do view changes and resends, which share the state below under the same
 locks.
+
+The coordinator relays FORWARDs at UNICAST's ordering point (:class:`ForwardTap`), on the thread that received
+them, not on the delivery thread, where they waited behind every delivery queued before them.
 """
 
 from libc.stdint cimport int64_t
 
 from jgpy._core.headers cimport SequencerHeader
 from jgpy._core.message cimport Message, WireDialect, new_message
+from jgpy._core.reliable cimport OrderedTap
 from jgpy._core.sendpath cimport ProtocolCore
 from jgpy._core.types cimport ViewId
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 
 from bisect import bisect_right
+from collections import deque
 
 cdef int FORWARD = 1, BCAST = 2, WRAPPED_BCAST = 3
 cdef int NO_TOTAL_ORDER = 32
+cdef int FORWARD_LEFT = 4             # Message.transient_flags: a FORWARD the tap left to the delivery thread
 
 
 cdef class SeqnoWindow:
@@ -133,6 +139,7 @@ cdef class SequencerCore(ProtocolCore):
     cdef public Py_ssize_t delivery_table_max_size
     cdef public int64_t forwarded_msgs, bcast_msgs, received_forwards, received_bcasts, delivered_bcasts
     cdef public int64_t duplicates, gaps_given_up
+    cdef public OrderedTap _tap           # a ForwardTap on UNICAST below while started, else None
     cdef WireDialect _dialect
 
     cdef WireDialect dialect(self):
@@ -264,19 +271,53 @@ cdef class SequencerCore(ProtocolCore):
         self.delivered_bcasts += len(cands) - dups
         return dups > 0
 
-    cdef _on_forward(self, Message m, SequencerHeader hdr):
+    cdef bint _forward_ok(self, Message m, SequencerHeader hdr) except -1:
         src, tag = m.src, hdr.tag
-        if type(tag) is not ViewId or src is None or (<ViewId>tag).coord_addr != src or m.dest is None \
-                or not _is_marshalled_message(m):
-            self._malformed("forward", m)
-            return
-        if src not in self._member_set:
-            self._dropped("dropped_forward_non_member", src)
-            return
-        if not self.is_coord:
-            self._keep_pending(m)
-            return
-        self._relay(m, hdr)
+        return type(tag) is ViewId and src is not None and (<ViewId>tag).coord_addr == src and m.dest is not None \
+            and _is_marshalled_message(m)
+
+    cdef _on_forward(self, Message m, SequencerHeader hdr):
+        """A FORWARD on the delivery thread (no tap, or one the tap left here)."""
+        cdef ForwardTap tap = <ForwardTap>self._tap
+        if tap is not None and tap.queue:
+            self._relay_taken()                 # what the tap took before this one goes first
+        try:
+            if not self._forward_ok(m, hdr):
+                self._malformed("forward", m)
+                return
+            if m.src not in self._member_set:
+                self._dropped("dropped_forward_non_member", m.src)
+                return
+            if not self.is_coord:
+                self._keep_pending(m)
+                return
+            self._relay(m, hdr)
+        finally:
+            if m.transient_flags & FORWARD_LEFT:
+                m.transient_flags &= ~FORWARD_LEFT
+                if tap is not None and tap.left > 0:
+                    tap.left -= 1
+
+    cdef int _relay_taken(self) except -1:
+        """Relay the FORWARDs the tap took, in order, under the send lock (so after a take-over's resends; a
+        member that is no longer the coordinator keeps them as it keeps any FORWARD)."""
+        cdef ForwardTap tap = <ForwardTap>self._tap
+        cdef Message m
+        if tap is None:                         # stopped meanwhile
+            return 0
+        with self._send_lock:
+            while tap.queue:
+                m = <Message>tap.queue.popleft()
+                try:
+                    if self.is_coord:
+                        self._relay(m, <SequencerHeader>m.header(self.id))
+                        tap.relayed += 1
+                    else:
+                        self._keep_pending_locked(m)
+                except Exception:  # one bad message must not hurt the rest
+                    self._guard.failure(m)
+        return 0
+
 
     cdef Message _on_bcast(self, Message m, SequencerHeader hdr):
         src, tag = m.src, hdr.tag
@@ -309,3 +350,58 @@ cdef class SequencerCore(ProtocolCore):
             self._dropped("dropped_non_member_sender", inner.src)
             return None
         return inner
+
+
+cdef class ForwardTap(OrderedTap):
+    """The coordinator's FORWARDs, taken at UNICAST's ordering point and relayed by the thread that received them.
+
+    On the delivery thread a FORWARD waited behind every delivery queued before it (the application's receive()
+    of the multicasts before it), and with it the original sender's credits. Order: a member's FORWARDs are taken
+    in UNICAST's order and relayed in that order under the send lock. One the tap cannot relay (not the
+    coordinator, a non-member, malformed: the cases the protocol's Python handles) stays in its run, marked; while
+    any such is not yet handled on the delivery thread (``left``), the tap takes none, and handling it first
+    relays what the tap took before it: so no FORWARD overtakes another."""
+
+    cdef SequencerCore core
+    cdef object queue                     # taken FORWARDs, in UNICAST's order (deque)
+    cdef public Py_ssize_t left           # FORWARDs left to the delivery thread, not handled there yet
+    cdef public int64_t relayed           # FORWARDs relayed by the tap
+
+    def __init__(self, SequencerCore core):
+        self.core = core
+        self.queue = deque()
+
+    cpdef list take(self, list run):
+        cdef SequencerCore core = self.core
+        cdef int pid = core.id
+        cdef Message m
+        cdef list rest = None
+        cdef Py_ssize_t i
+        cdef bint taken
+        for i in range(len(run)):
+            m = <Message>run[i]
+            taken = False
+            if not m.flags & NO_TOTAL_ORDER:
+                try:
+                    hdr = m.header(pid)
+                except Exception:  # the delivery thread counts it as malformed
+                    hdr = None
+                if type(hdr) is SequencerHeader and (<SequencerHeader>hdr).type == FORWARD:
+                    if self.left == 0 and core.is_coord and m.src in core._member_set \
+                            and core._forward_ok(m, <SequencerHeader>hdr):
+                        self.queue.append(m)
+                        taken = True
+                    else:
+                        m.transient_flags |= FORWARD_LEFT
+                        self.left += 1
+            if taken:
+                if rest is None:
+                    rest = run[:i]
+            elif rest is not None:
+                rest.append(m)
+        return run if rest is None else rest
+
+    cpdef int drain(self) except -1:
+        if self.queue:
+            self.core._relay_taken()
+        return 0

@@ -172,6 +172,8 @@ cdef class UnicastCore(OrderedCore):
         deliver, a.oob, a.acks, a.events = self._process(<list>(<tuple>batch)[0], <list>(<tuple>batch)[1])
         if self.pending_acks and self.ack_task is None:
             self._schedule_delayed_acks()
+        if deliver and self.tap is not None:
+            deliver = self.tap.take(deliver)
         if deliver:
             a.fn = self.up_prot.up_batch
             a.args = (deliver,)
@@ -183,6 +185,8 @@ cdef class UnicastCore(OrderedCore):
             self._handle_events(u.events)
         for ack in u.acks:                # before the delivery (JGRP-713: no needless retransmissions)
             self._send_ack((<tuple>ack)[0], (<tuple>ack)[1])
+        if self.tap is not None:
+            self.tap.drain()
         return 0
 
     def process(self, list mine, list rest):

@@ -14,7 +14,9 @@ SEQUENCER has no properties of its own, its counters are ``forwarded``, ``broadc
 ``received_bcasts``.
 
 The per-message path, both ways, is the C core this class derives from (``jgpy._core.sequencer``); view changes,
-SUSPECTs, resends and everything a stranger can trigger are here.
+SUSPECTs, resends and everything a stranger can trigger are here. With UNICAST below, the coordinator relays a
+member's FORWARDs as UNICAST releases them, on the thread that received them (``ForwardTap``), as Java's relays
+run on the thread that received them, not behind every delivery queued on the delivery thread.
 
 Where jgpy deviates (each closes a hole 2.12 has; nothing changes on the wire):
 
@@ -58,7 +60,7 @@ from typing import Any
 
 from jgpy._core.headers import SequencerHeader
 from jgpy._core.message import Message
-from jgpy._core.sequencer import SeqnoWindow, SequencerCore
+from jgpy._core.sequencer import ForwardTap, SeqnoWindow, SequencerCore
 from jgpy._core.types import MergeView, View, ViewId
 from jgpy.protocols.guard import MessageGuard, retained_bytes
 from jgpy.stack.events import Event, EventType
@@ -142,13 +144,25 @@ class SEQUENCER(SequencerCore, Protocol):
                              "forward_table": len(self._forward_table), "pending_forwards": len(self._pending),
                              "delivery_table": {str(k): repr(v) for k, v in list(self._delivery_table.items())},
                              "failed_msgs": self._guard.failed, "duplicates": self.duplicates,
-                             "gaps_given_up": self.gaps_given_up}
+                             "gaps_given_up": self.gaps_given_up,
+                             "relayed_at_ordering_point": self._tap.relayed if self._tap is not None else 0}
         d.update(self.counters)
         return d
 
     # ---- life cycle ----
 
+    def start(self) -> None:
+        """With UNICAST below, FORWARDs are relayed at its ordering point (:class:`ForwardTap`)."""
+        protocols = self.stack.protocols
+        unicast = self.stack.find("UNICAST")
+        if unicast is not None and protocols.index(unicast) < protocols.index(self):
+            self._tap = unicast.tap = ForwardTap(self)
+
     def stop(self) -> None:
+        unicast = self.stack.find("UNICAST")
+        if unicast is not None and self._tap is not None and unicast.tap is self._tap:
+            unicast.tap = None
+        self._tap = None
         with self._send_lock, self._lock:
             self._forward_table.clear()
             self._delivery_table.clear()
@@ -286,16 +300,20 @@ class SEQUENCER(SequencerCore, Protocol):
 
     def _keep_pending(self, msg: Message) -> None:
         """A FORWARD while we are not the coordinator: kept (bounded) in case we are about to become it."""
-        size = retained_bytes([msg])
         with self._send_lock:
-            if self.is_coord:                        # became the coordinator meanwhile
-                self._relay(msg, msg.get_header(self.id))
-                return
-            if len(self._pending) < self.max_pending_forwards and \
-                    self._pending_bytes + size <= self.max_pending_forward_bytes:
-                self._pending.append(msg)
-                self._pending_bytes += size
-                return
+            self._keep_pending_locked(msg)
+
+    def _keep_pending_locked(self, msg: Message) -> None:
+        """(send lock held) :meth:`_keep_pending`."""
+        if self.is_coord:                            # became the coordinator meanwhile
+            self._relay(msg, msg.get_header(self.id))
+            return
+        size = retained_bytes([msg])
+        if len(self._pending) < self.max_pending_forwards and \
+                self._pending_bytes + size <= self.max_pending_forward_bytes:
+            self._pending.append(msg)
+            self._pending_bytes += size
+            return
         self.counters["dropped_forward_not_coord"] += 1
         self._rl.warning("forward-not-coord", "%s: not the coordinator (%s is): dropped a FORWARD from %s",
                          self.local_addr, self.coord, msg.src)
