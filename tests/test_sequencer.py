@@ -308,20 +308,38 @@ def test_the_coordinator_relays_the_forwards_it_takes_at_the_ordering_point_in_t
 
 
 def test_a_forward_left_to_the_delivery_thread_is_overtaken_by_none(cluster):
-    """One the tap cannot relay (here a stranger's) stays in its run; until the delivery thread has handled it the
-    tap takes no FORWARD, and handling it first relays what the tap took before it."""
+    """One the tap does not relay (here: taken while A was not the coordinator) stays in its run; until the
+    delivery thread has handled it the tap takes no FORWARD, and handling it first relays what the tap took
+    before it."""
     _, (a, b, c) = cluster(3)
     tap = _tap(a)
     assert tap.take([_forward(b.local_addr, a.local_addr, 0, b"b0")]) == []          # taken, not relayed yet
-    stranger = _forward(UUID.random(), a.local_addr, 0)
+    a.install_view([b.local_addr, a.local_addr, c.local_addr], 2, up=True)
     b1 = _forward(b.local_addr, a.local_addr, 1, b"b1")
-    assert tap.take([stranger, b1]) == [stranger, b1] and tap.left == 2
-    a.tp.inject([stranger, b1])                                                       # the delivery thread
-    assert _tags(a) == [(b.local_addr, 0), (b.local_addr, 1)]
-    assert tap.left == 0 and a.prot.counters["dropped_forward_non_member"] == 1 and tap.relayed == 1
-    assert tap.take([_forward(b.local_addr, a.local_addr, 2, b"b2")]) == []          # taking again
+    assert tap.take([b1]) == [b1] and tap.left == 1
+    a.install_view([a.local_addr, b.local_addr, c.local_addr], 3, up=True)            # A is the coordinator again
+    b2 = _forward(b.local_addr, a.local_addr, 2, b"b2")
+    assert tap.take([b2]) == [b2] and tap.left == 2                                    # b1 waits: b2 may not pass
+    a.tp.inject([b1, b2])                                                             # the delivery thread
+    assert _tags(a) == [(b.local_addr, 0), (b.local_addr, 1), (b.local_addr, 2)]
+    assert tap.left == 0 and tap.relayed == 1
+    assert tap.take([_forward(b.local_addr, a.local_addr, 3, b"b3")]) == []          # taking again
     tap.drain()
-    assert _tags(a)[-1] == (b.local_addr, 2)
+    assert _tags(a)[-1] == (b.local_addr, 3)
+
+
+def test_strangers_and_malformed_forwards_do_not_stop_the_tap(cluster):
+    _, (a, b, c) = cluster(3)
+    tap = _tap(a)
+    stranger = _forward(UUID.random(), a.local_addr, 0)
+    no_tag = Message(a.local_addr, b"x", b.local_addr)
+    no_tag.put_header(SEQ_ID, SequencerHeader(FORWARD, None))
+    b0 = _forward(b.local_addr, a.local_addr, 0, b"b0")
+    assert tap.take([stranger, no_tag, b0]) == [stranger, no_tag] and tap.left == 0
+    a.tp.inject([stranger, no_tag])
+    tap.drain()
+    assert _tags(a) == [(b.local_addr, 0)]
+    assert a.prot.counters["dropped_forward_non_member"] == 1 and a.prot.counters["dropped_malformed"] == 1
 
 
 def test_forwards_left_while_not_the_coordinator_go_out_before_later_ones(cluster):

@@ -357,10 +357,11 @@ cdef class ForwardTap(OrderedTap):
 
     On the delivery thread a FORWARD waited behind every delivery queued before it (the application's receive()
     of the multicasts before it), and with it the original sender's credits. Order: a member's FORWARDs are taken
-    in UNICAST's order and relayed in that order under the send lock. One the tap cannot relay (not the
-    coordinator, a non-member, malformed: the cases the protocol's Python handles) stays in its run, marked; while
-    any such is not yet handled on the delivery thread (``left``), the tap takes none, and handling it first
-    relays what the tap took before it: so no FORWARD overtakes another."""
+    in UNICAST's order and relayed in that order under the send lock. A member's FORWARD the tap does not relay (not
+    the coordinator: the protocol's Python keeps it) stays in its run, marked; while any such is not yet handled on
+    the delivery thread (``left``), the tap takes none, and handling it first relays what the tap took before it:
+    so no FORWARD overtakes another. A malformed one or a non-member's stays in its run unmarked (the delivery
+    thread counts and drops it; it has no order to keep, so strangers cannot stop the tap)."""
 
     cdef SequencerCore core
     cdef object queue                     # taken FORWARDs, in UNICAST's order (deque)
@@ -386,9 +387,9 @@ cdef class ForwardTap(OrderedTap):
                     hdr = m.header(pid)
                 except Exception:  # the delivery thread counts it as malformed
                     hdr = None
-                if type(hdr) is SequencerHeader and (<SequencerHeader>hdr).type == FORWARD:
-                    if self.left == 0 and core.is_coord and m.src in core._member_set \
-                            and core._forward_ok(m, <SequencerHeader>hdr):
+                if type(hdr) is SequencerHeader and (<SequencerHeader>hdr).type == FORWARD \
+                        and m.src in core._member_set and core._forward_ok(m, <SequencerHeader>hdr):
+                    if self.left == 0 and core.is_coord:
                         self.queue.append(m)
                         taken = True
                     else:
