@@ -108,3 +108,16 @@ def test_a_state_requester_refuses_a_self_connection(self_connecting):
     with pytest.raises(ConnectionRefusedError):
         sst._open_state_socket(provider, hdr, None)
     assert not sst._active
+
+
+def test_test_clusters_take_their_tcp_ports_below_the_ephemeral_range():
+    """So that a member that connects before its peer listens cannot connect to itself (what CI saw)."""
+    from jgpy.testing.java import free_port_block
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    for _ in range(20):
+        base = free_port_block(6)
+        if low - 6 > 12000:
+            assert 10000 <= base and base + 6 <= low
+        else:
+            assert 20000 <= base < 60000

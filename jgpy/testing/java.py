@@ -99,13 +99,28 @@ def udp_props(mcast_addr: str, mcast_port: int) -> dict[str, str]:
             "jgroups.udp.ip_ttl": "0", "jgroups.bind_addr": "127.0.0.1"}
 
 
+def _ports_outside_ephemeral_range(count: int) -> tuple[int, int]:
+    """Where a block of ``count`` ports starts: below the kernel's ephemeral range (no connect gets one of them as
+    its source port meanwhile, and a connect to one nobody listens on yet cannot connect to itself), unless that
+    range leaves too little room below it."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    if low - count > 12000:
+        return 10000, low - count
+    return 20000, 60000 - count
+
+
 def free_port_block(count: int, attempts: int = 50) -> int:
     """The first of ``count`` consecutive TCP ports that are free on 127.0.0.1 right now (TCP clusters of
-    parallel tests each get their own block)."""
+    parallel tests each get their own block), outside the ephemeral range where it leaves room."""
     import socket
     rnd = random.Random(os.getpid() * 7919 + time.monotonic_ns())
+    lo, hi = _ports_outside_ephemeral_range(count)
     for _ in range(attempts):
-        base = rnd.randrange(20000, 60000 - count)
+        base = rnd.randrange(lo, hi)
         socks = []
         try:
             for p in range(base, base + count):
