@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from jgpy import DIALECT, UUID, Message, ViewId
+from jgpy import DIALECT, UUID, Channel, Message, ViewId
 from jgpy.headers import SequencerHeader, UnicastHeader
 from jgpy._core.sequencer import ForwardTap
 from jgpy.protocols.sequencer import SEQUENCER, SeqnoWindow
@@ -365,6 +365,51 @@ def test_forwards_taken_by_a_coordinator_that_is_no_longer_one_are_kept_as_any(c
     a.install_view([b.local_addr, a.local_addr, c.local_addr], 2, up=True)
     tap.drain()
     assert len(a.prot._pending) == 1 and not sent_with(a, WRAPPED) and tap.relayed == 0
+
+
+class _Receiver:
+    """Keeps the payloads; with ``blocks`` receive() waits until released (an application slow to consume)."""
+
+    def __init__(self, blocks: bool = False) -> None:
+        self.payloads: list[bytes] = []
+        self.blocks = blocks
+        self.release = threading.Event()
+
+    def receive(self, msg) -> None:
+        self.payloads.append(bytes(msg.buffer))
+        if self.blocks:
+            self.release.wait(60)
+
+    def view_accepted(self, view) -> None:
+        pass
+
+
+@pytest.mark.timeout(120)
+def test_a_coordinator_whose_application_blocks_still_relays_the_members_multicasts(udp_group):
+    """The jar's sequencer.xml, three jgpy members: while the coordinator's application is blocked in receive(),
+    the others' multicasts still go out in total order, as in Java, whose UNICAST relays them on the thread that
+    received them (relayed on the delivery thread, they waited behind that receive())."""
+    props, cluster, _ = udp_group
+    slow, rb, rc = _Receiver(blocks=True), _Receiver(), _Receiver()
+    with Channel("sequencer.xml", "A", props, slow) as a, Channel("sequencer.xml", "B", props, rb) as b, \
+            Channel("sequencer.xml", "C", props, rc) as c:
+        try:
+            for ch in (a, b, c):
+                ch.connect(cluster)
+            assert wait_all(lambda: all(len(ch.view) == 3 for ch in (a, b, c)), 30)
+            b.send(None, b"first")
+            assert wait_all(lambda: slow.payloads == [b"first"], 10)          # A's application now blocks
+            sent = [b"b%d" % k for k in range(20)]
+            for p in sent:
+                b.send(None, p)
+            c.send(None, b"c0")
+            assert wait_all(lambda: len(rc.payloads) == 22 and len(rb.payloads) == 22, 10), \
+                (len(rb.payloads), len(rc.payloads))
+            assert rb.payloads == rc.payloads and [p for p in rc.payloads if p[:1] == b"b"] == sent
+            assert slow.payloads == [b"first"]
+            assert a.stack.find("SEQUENCER").dump_stats()["relayed_at_ordering_point"] >= 21
+        finally:
+            slow.release.set()
 
 
 # ---- hostile input -----------------------------------------------------------------------------------------
