@@ -318,7 +318,6 @@ cdef class SequencerCore(ProtocolCore):
                     self._guard.failure(m)
         return 0
 
-
     cdef Message _on_bcast(self, Message m, SequencerHeader hdr):
         src, tag = m.src, hdr.tag
         if type(tag) is not ViewId or src is None or (<ViewId>tag).coord_addr != src or m.dest is not None:
