@@ -660,7 +660,8 @@ def test_fd_sock_stop_ends_threads_and_closes_sockets(stacks):
     sa.install_view([a, b])
     sb.install_view([a, b])
     wait_until(lambda: ring_formed(sa, sb), 3, msg="ring formed")
-    assert len(fd_sock_threads()) >= 6          # 2 acceptors, 2 pingers, 2 client handlers
+    # 2 acceptors, 2 pingers, 2 client handlers (an acceptor admits a client, then starts its handler: a moment)
+    wait_until(lambda: len(fd_sock_threads()) >= 6, 3, msg="the FD_SOCK threads all started")
     addrs_ = [s.prot.srv_sock_addr.sockaddr() for s in (sa, sb)]
     t0 = time.monotonic()
     sa.stop()
