@@ -428,8 +428,8 @@ class Channel:
         self._send_general(dest_or_msg, payload, oob, flags)
 
     def _send_general(self, dest_or_msg: Address | Message | None, payload: Payload, oob: bool, flags: int) -> None:
-        """send() for every case; a bytes payload on a connected channel usually takes the C path instead
-        (``ChannelSend``, same semantics)."""
+        """send() for every case; a bytes payload or a prepared Message on a connected channel usually takes the
+        C path instead (``ChannelSend``, same semantics)."""
         if self._state != "connected":
             raise ChannelError("the channel is not connected: call connect() first")
         if isinstance(dest_or_msg, Message):

@@ -258,8 +258,8 @@ def test_receive_batch_gets_every_message_once_in_order(props, caplog):
 
 
 def test_send_fast_path_keeps_the_semantics_of_send(props):
-    """Channel.send of a bytes payload runs in C (ChannelSend); flags, OOB, errors and a subclass's own send()
-    behave as the general path."""
+    """Channel.send of a bytes payload or a prepared Message runs in C (ChannelSend); the source, flags, OOB,
+    errors and a subclass's own send() behave as the general path."""
     cluster = f"send-{uuid.uuid4().hex[:6]}"
     sent = []
 
@@ -280,8 +280,17 @@ def test_send_fast_path_keeps_the_semantics_of_send(props):
         b.send(None, b"flagged", oob=True, flags=Message.NO_FC | Message.DONT_BUNDLE)
         with pytest.raises(OverflowError):
             b.send(None, b"bad flags", flags=256)
+        prepared = Message(None, b"prepared", a.address, Message.NO_FC)     # a source that is not ours
+        b.send(prepared, oob=True, flags=Message.DONT_BUNDLE)
+        assert prepared.src == b.address
+        with pytest.raises(TypeError, match="no payload"):
+            b.send(Message(a.address, b"x"), b"a second payload")
         a.send(b.address, b"from a subclass")
         assert sent == [b"from a subclass"]
+        assert wait_all(lambda: any(m.buffer == b"prepared" for m in rb.msgs), 10)
+        got = [m for m in rb.msgs if m.buffer == b"prepared"]
+        assert len(got) == 1 and got[0].src == b.address
+        assert got[0].flags == Message.NO_FC | Message.OOB | Message.DONT_BUNDLE
         assert wait_all(lambda: any(m.buffer == b"from a subclass" for m in rb.msgs), 10)
         mine = [m for m in rb.msgs if m.buffer == b"flagged"]                # our own multicast, looped back
         assert len(mine) == 1 and mine[0].flags == Message.OOB | Message.NO_FC | Message.DONT_BUNDLE

@@ -847,6 +847,8 @@ cdef class Dialect212(WireDialect):
     def object_to_buffer(self, obj, str java_type=None):
         """``Message.setObject``'s bytes of ``obj`` (:func:`object_to_buffer`); ``java_type`` (``"Long"``,
         ``"Integer"``, ...) picks the Java type, as :class:`JavaObject` does."""
+        if java_type is None and type(obj) is bytes:
+            return _BYTEARRAY_TAG + <bytes>obj
         return object_to_buffer(obj if java_type is None else JavaObject(java_type, obj))
 
     def object_from_buffer(self, data, bint typed=False):
@@ -1294,8 +1296,13 @@ def object_to_buffer(obj):
     char: use bytes for anything that is not Latin-1), bytes -> byte[]; jgpy Streamables (View,
     Digest, Message, ...) -> Streamable. Use :class:`JavaObject` to choose the Java type.
     """
+    if type(obj) is bytes:                       # (the common case, e.g. an RPC's byte[] answer)
+        return _BYTEARRAY_TAG + <bytes>obj
     jtype, value = java_type_of(obj)
     return _typed_to_buffer(jtype, value)
+
+
+cdef bytes _BYTEARRAY_TAG = bytes([TAG_BYTEARRAY])
 
 
 cpdef tuple java_type_of(obj):

@@ -416,6 +416,10 @@ cdef class _Reader:
 def method_call_parts(data, str class_name):
     """The block data and objects of the MethodCall in ``data`` (a Java object stream, bytes), or None when the
     stream is not of the shape this reader takes (see :mod:`jgpy.blocks.methodcall_read`)."""
+    return _parts(data, class_name)
+
+
+cdef Parts _parts(data, str class_name):
     cdef _Reader r
     cdef Desc d
     if _decode_mutf8 is None:
@@ -450,7 +454,7 @@ def method_call_fields(data, str class_name):
     args, types, method_id, declaring_class)``; None for a stream of another shape, for block data that ends
     early, a mode that is not 1..5, or objects that do not fit the mode (the general reader then gives the value
     or the error)."""
-    cdef Parts parts = method_call_parts(data, class_name)
+    cdef Parts parts = _parts(data, class_name)
     cdef _Reader b
     cdef list objects
     cdef int mode

@@ -11,7 +11,7 @@ cimport cython
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF, Py_XINCREF
-from cpython.bytes cimport PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.string cimport memcpy
 
 _object_codec = None   # set by the default dialect: (object_to_buffer, object_from_buffer)
@@ -129,8 +129,10 @@ cdef class Message:
         """The payload as ``bytes`` (a copy when the payload is a window into a larger buffer), or None."""
         if self._buf is None:
             return None
-        if type(self._buf) is bytes and self._off == 0 and self._len == PyBytes_GET_SIZE(self._buf):
-            return self._buf
+        if type(self._buf) is bytes:
+            if self._off == 0 and self._len == PyBytes_GET_SIZE(self._buf):
+                return self._buf
+            return PyBytes_FromStringAndSize(PyBytes_AS_STRING(self._buf) + self._off, self._len)
         return bytes(memoryview(self._buf).cast("B")[self._off:self._off + self._len])
 
     @buffer.setter

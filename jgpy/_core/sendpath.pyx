@@ -82,10 +82,11 @@ cdef class OwnedSendCore(SendCore):
 
 
 cdef class ChannelSend(OwnedSendCore):
-    """``Channel.send`` in C for the common case: a ``bytes`` payload to an address or to the group (None), on
-    a connected channel. Everything else (a prepared Message, a str, another buffer type, flags that are not
-    a byte, a channel that is not connected) goes to ``general``, the channel's Python implementation, which
-    also raises the errors."""
+    """``Channel.send`` in C for the common cases on a connected channel: a ``bytes`` payload to an address or to
+    the group (None), and a prepared Message (its source set to ours, as the Python path does). Everything
+    else (a str, another buffer type, a Message with a payload argument, flags that are not a byte, a channel
+    that is not connected) goes to ``general``, the channel's Python implementation, which also raises the
+    errors."""
 
     cdef public bint connected
     cdef public object general            # (dest_or_msg, payload, oob, flags)
@@ -96,7 +97,17 @@ cdef class ChannelSend(OwnedSendCore):
 
     def send(self, dest_or_msg, payload=None, *, bint oob=False, int flags=0):
         cdef Message msg
-        if not self.connected or type(payload) is not bytes or type(dest_or_msg) is Message or flags & ~0xFF:
+        if not self.connected or flags & ~0xFF:
+            return self.general(dest_or_msg, payload, oob, flags)
+        if type(dest_or_msg) is Message:
+            if payload is not None:
+                return self.general(dest_or_msg, payload, oob, flags)
+            msg = <Message>dest_or_msg
+            msg.src = self.owner.address
+            msg.flags |= <uint8_t>(flags | (OOB if oob else 0))
+            self._pass(msg)
+            return
+        if type(payload) is not bytes:
             return self.general(dest_or_msg, payload, oob, flags)
         msg = new_message()
         msg.dest = dest_or_msg

@@ -30,6 +30,7 @@ import itertools
 import logging
 import threading
 import time
+from _thread import RLock
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterator, Mapping, Protocol
 
@@ -50,7 +51,10 @@ REQ, RSP = 0, 1
 _OOB, _DONT_BUNDLE = Message.OOB, Message.DONT_BUNDLE
 _COPIED_FLAGS = Message.NO_FC | Message.NO_RELIABILITY | Message.NO_TOTAL_ORDER
 TAG_SERIALIZABLE = 2
+TAG_BYTEARRAY = 19
 _PLAIN = (type(None), bool, int, float, bytes, bytearray)
+#: exact types whose ``objectToByteBuffer`` form the dialect writes as they are (an int may need a Long)
+_PLAIN_EXACT = frozenset((type(None), bool, float, bytes))
 
 
 class ResponseMode:
@@ -212,7 +216,7 @@ class GroupRequest:
         self.req_id = req_id
         self.options = options
         self.rsps: dict[Address, Rsp] = {a: Rsp(a) for a in targets}
-        self._lock = threading.RLock()              # the answers, the counts, done, the callbacks (re-entrant,
+        self._lock = RLock()                        # the answers, the counts, done, the callbacks (re-entrant,
         #                                             as the Condition's RLock was: an RspFilter runs under it)
         self._latch = threading.Lock()              # released once: complete or done (see the class docstring)
         self._latch.acquire()
@@ -484,6 +488,8 @@ def _filter_needs_more(flt: RspFilter) -> bool:
 def marshal_value(value: Any, dialect: Any) -> bytes:
     """``Util.objectToByteBuffer(value)``: the dialect's tagged primitives, else tag 2 + Java serialization. A
     str that is not Latin-1 goes serialized (Java's own tag would drop the high bits of its chars)."""
+    if type(value) in _PLAIN_EXACT:                  # (the common answers: no boxing, no subclass to look at)
+        return dialect.object_to_buffer(value)       # type: ignore[no-any-return]
     if isinstance(value, BaseException):
         return b"\x02" + serialize(throwable_from_exception(value))
     box = getattr(value, "JAVA_TYPE", None)
@@ -505,6 +511,8 @@ def marshal_value(value: Any, dialect: Any) -> bytes:
 
 def unmarshal_value(data: memoryview | bytes, dialect: Any) -> Any:
     """The value of a response payload; tag 2 is read by the bounded Java stream reader."""
+    if len(data) and data[0] == TAG_BYTEARRAY:
+        return bytes(data[1:])                     # (a byte[]: the rest, as Util.objectFromByteBuffer)
     if len(data) and data[0] == TAG_SERIALIZABLE:
         return deserialize(bytes(data[1:]))
     typed = dialect.object_from_buffer(bytes(data), True)
@@ -625,6 +633,9 @@ class RequestCorrelator:
     def receive_message(self, msg: Message) -> bool:
         """Handle ``msg`` if it carries our header; False: not ours, pass it up."""
         hdr = msg.get_header(CORRELATOR_ID)
+        if type(hdr) is RequestCorrelatorHeader and hdr.type == REQ and hdr.corr_id == CORRELATOR_ID:
+            self._handle_request(msg, hdr)             # (a request without an exclusion list: the common case)
+            return True
         if hdr is None or not isinstance(hdr, RequestCorrelatorHeader):
             return False
         if hdr.corr_id != CORRELATOR_ID:
@@ -662,7 +673,7 @@ class RequestCorrelator:
             self.dropped_unknown_responses += 1
             return
         self.responses_received += 1
-        payload = msg.payload
+        payload = msg.buffer
         try:
             value = unmarshal_value(payload if payload is not None else b"\x00", self.dialect)
         except (JavaSerializationError, JgpyError, ValueError, IndexError) as e:

@@ -37,8 +37,13 @@ class _Adapter(Receiver):
             self.inner.receive(msg)
 
     def receive_batch(self, msgs: list[Message]) -> None:
-        corr = self.owner.corr
-        rest = [m for m in msgs if not corr.receive_message(m)]
+        take = self.owner.corr.receive_message
+        if len(msgs) == 1:                                 # (a lone request: no list built)
+            if take(msgs[0]):
+                return
+            rest = msgs
+        else:
+            rest = [m for m in msgs if not take(m)]
         if rest:
             fn = getattr(type(self.inner), "receive_batch", None)
             if fn is not None and fn is not Receiver.receive_batch:
@@ -102,7 +107,7 @@ class MessageDispatcher:
         #: the same as a set (None: no view yet), for the membership tests of every request sent and served
         self._member_set: frozenset[Address] | None = frozenset(self._members) if self._members is not None else None
         self._members_lock = threading.Lock()
-        self.corr = RequestCorrelator(self._send, handler, channel.stack.dialect,
+        self.corr = RequestCorrelator(channel.send, handler, channel.stack.dialect,
                                       lambda: channel.address, lambda: self._member_set, max_outstanding,
                                       channel.read_while, channel.wake_reader, self._defer)
         self._adapter = _Adapter(self, receiver if receiver is not None else channel.receiver)
@@ -134,9 +139,6 @@ class MessageDispatcher:
         self.channel.remove_oob_interceptor(self.corr.intercept)
         if self.channel.receiver is self._adapter:
             self.channel.receiver = self._adapter.inner
-
-    def _send(self, msg: Message) -> None:
-        self.channel.send(msg)
 
     def _view(self, view: View) -> None:
         with self._members_lock:

@@ -65,8 +65,14 @@ def java_type_name(t: str) -> str:
     return _SHORT_NAMES.get(t, t)
 
 
+#: (Python type, Java type) pairs whose value is its own Java form (the common arguments: no checks to make)
+_AS_IS = frozenset({(bytes, "[B"), (str, "java.lang.String"), (str, "java.lang.Object"), (bytes, "java.lang.Object")})
+
+
 def java_value(value: Any, type_name: str) -> Any:
     """``value`` in the Java form ``type_name`` asks for (what the writer should write at that position)."""
+    if (type(value), type_name) in _AS_IS:
+        return value
     if value is None:
         if type_name in PRIMITIVES:
             raise JavaWriteError(f"None for a parameter of primitive type {type_name}")
@@ -143,7 +149,7 @@ class MethodCall:
     def java_args(self) -> tuple[Any, ...]:
         """The arguments in their Java form (an ``Object[]``)."""
         if self.types is not None and len(self.types) == len(self.args):
-            return tuple(java_value(a, t) for a, t in zip(self.args, self.types))
+            return tuple(map(java_value, self.args, self.types))
         return tuple(self.args)
 
     def write_external(self, out: ObjectWriter) -> None:
@@ -183,6 +189,17 @@ class MethodCall:
 
     def __str__(self) -> str:
         return f"{self.name if self.mode != ID else self.method_id}({', '.join(map(repr, self.args))})"
+
+
+def typed_call_buffer(name: str, args: Sequence[Any], types: Sequence[str]) -> bytes:
+    """``MethodCall.with_types(name, args, types).to_buffer()`` without building the MethodCall (a caller's
+    per-call work); the same bytes and the same errors."""
+    jtypes = [_SHORT_NAMES.get(t, t) for t in types]
+    if len(jtypes) == len(args):
+        data = _mcall.method_call_stream(TYPES, name, 0, tuple(map(java_value, args, jtypes)), jtypes, None)
+        if data is not None:
+            return b"\x02" + data
+    return MethodCall.with_types(name, list(args), jtypes).to_buffer()
 
 
 FAST_WRITERS[MethodCall] = ObjectWriter._externalizable
@@ -291,22 +308,29 @@ def _assemble(external: bytes, objects: list[Any], read: Any) -> MethodCall:
     return mc
 
 
+def method_call_fields_of(data: bytes) -> tuple[int, str | None, list[Any], list[str] | None, int, str | None]:
+    """What :func:`decode_method_call` reads, as ``(mode, name, args, types, method_id, declaring_class)``
+    without building the MethodCall (a server's per-request work); the same errors."""
+    if data[:1] == b"\x02":
+        data = data[1:]
+    fields = method_call_fields(data, METHOD_CALL_CLASS)
+    if fields is None:                              # another shape: the general reader (its value or its words)
+        mc = method_call_from_object(ObjectInput.from_bytes(data).read_object())
+        return mc.mode, mc.name, mc.args, mc.types, mc.method_id, mc.declaring_class
+    return fields
+
+
 def decode_method_call(data: bytes) -> MethodCall:
     """A MethodCall from its Java object stream (``AC ED 00 05 ...``) or its ``objectToByteBuffer`` form (tag
     2 first). Malformed or hostile bytes raise :class:`~jgpy.javaser.JavaSerializationError`; the bytes bound
     everything read. The common shapes are read and assembled straight from the bytes, in C
     (:mod:`jgpy.blocks.methodcall_read`); anything else, and anything that reader does not take, by the general
     reader from the start."""
-    data = bytes(data)
-    if data[:1] == b"\x02":
-        data = data[1:]
-    fields = method_call_fields(data, METHOD_CALL_CLASS)
-    if fields is None:                              # another shape: the general reader (its value or its words)
-        return method_call_from_object(ObjectInput.from_bytes(data).read_object())
     mc = MethodCall.__new__(MethodCall)
-    mc.mode, mc.name, mc.args, mc.types, mc.method_id, mc.declaring_class = fields
+    mc.mode, mc.name, mc.args, mc.types, mc.method_id, mc.declaring_class = method_call_fields_of(bytes(data))
     return mc
 
 
 __all__ = ["ID", "METHOD", "MODE_NAMES", "MethodCall", "OLD", "PRIMITIVES", "SIGNATURE", "TYPES",
-           "decode_method_call", "java_type_name", "java_value", "method_call_from_object"]
+           "decode_method_call", "java_type_name", "java_value", "method_call_fields_of", "method_call_from_object",
+           "typed_call_buffer"]

@@ -22,8 +22,8 @@ from jgpy._core.address import Address
 from jgpy._core.message import Message
 from jgpy.blocks.correlator import GroupRequest, RequestOptions, ResponseMode, RspList
 from jgpy.blocks.dispatcher import MessageDispatcher
-from jgpy.blocks.methodcall import (ID, METHOD, OLD, SIGNATURE, TYPES, MethodCall, decode_method_call,
-                                    java_type_name)
+from jgpy.blocks.methodcall import (ID, METHOD, OLD, SIGNATURE, TYPES, MethodCall, java_type_name,
+                                    method_call_fields_of, typed_call_buffer)
 from jgpy.channel import Channel, Receiver
 from jgpy.errors import JgpyError
 
@@ -76,19 +76,19 @@ class _MethodTable:
                 self.by_name.setdefault(rpc_name, []).append((getattr(server, attr), fn.__rpc_types__))
         self._found: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
-    def find(self, mc: MethodCall) -> Callable[..., Any]:
-        key = (mc.name, mc.mode, tuple(mc.types) if mc.types is not None else None, len(mc.args))
+    def find(self, name: str | None, mode: int, types: list[str] | None, args: list[Any]) -> Callable[..., Any]:
+        """The method for a call of ``name`` in ``mode`` with parameter ``types`` and arguments ``args``."""
+        key = (name, mode, tuple(types) if types is not None else None, len(args))
         fn = self._found.get(key)
         if fn is None:
-            fn = self._look_up(mc)                     # a method that is not there is not remembered
+            fn = self._look_up(name or "", mode, types, args)   # a method that is not there is not remembered
             if len(self._found) >= MAX_REMEMBERED_LOOKUPS:
                 self._found.clear()
             self._found[key] = fn
         return fn
 
-    def _look_up(self, mc: MethodCall) -> Callable[..., Any]:
-        name = mc.name or ""
-        n = len(mc.args)
+    def _look_up(self, name: str, mode: int, call_types: list[str] | None, args: list[Any]) -> Callable[..., Any]:
+        n = len(args)
         for fn, types in self.by_name.get(name, ()):
             if types is None:
                 if _fits(fn, n):
@@ -96,16 +96,16 @@ class _MethodTable:
                 continue
             if len(types) != n:
                 continue
-            if mc.mode in (TYPES, SIGNATURE, METHOD) and mc.types is not None:
-                if all(_same_type(t, u) for t, u in zip(types, mc.types)):
+            if mode in (TYPES, SIGNATURE, METHOD) and call_types is not None:
+                if all(_same_type(t, u) for t, u in zip(types, call_types)):
                     return fn
-            elif mc.mode == OLD:
+            elif mode == OLD:
                 return fn
         if not self.by_name.get(name) and not name.startswith("_"):
             attr: Callable[..., Any] | None = getattr(self.server, name, None)
             if callable(attr) and _fits(attr, n):
                 return attr
-        sig = ", ".join(mc.types) if mc.types else ", ".join(type(a).__name__ for a in mc.args)
+        sig = ", ".join(call_types) if call_types else ", ".join(type(a).__name__ for a in args)
         raise NoSuchMethodError(f"found no method called {name} in class {type(self.server).__name__} with "
                                 f"({sig}) formal parameters")
 
@@ -139,38 +139,39 @@ class RpcDispatcher(MessageDispatcher):
         """Run the MethodCall in ``msg`` on the server object; its value, or the exception (returned, as Java)."""
         if self._table is None and self.method_lookup is None:
             return NoSuchMethodError("no server object is registered")
-        payload = msg.payload
-        if payload is None or len(payload) == 0:
+        data = msg.buffer
+        if not data:
             return ValueError("the request carries no MethodCall")
         try:
-            mc = decode_method_call(bytes(payload))
+            mode, name, args, types, method_id, _ = method_call_fields_of(data)
         except Exception as e:  # noqa: BLE001 - any malformed call is an answer to its caller, not a failure here
             self.malformed_calls += 1
             return e
-        if mc.mode == ID:
-            fn = self.method_lookup(mc.method_id) if self.method_lookup is not None else None
+        if mode == ID:
+            fn = self.method_lookup(method_id) if self.method_lookup is not None else None
             if fn is None:
-                return NoSuchMethodError(f"no method found for id {mc.method_id}")
+                return NoSuchMethodError(f"no method found for id {method_id}")
         elif self._table is None:
-            return NoSuchMethodError(f"no server object for {mc.name}: this dispatcher serves calls by id only")
+            return NoSuchMethodError(f"no server object for {name}: this dispatcher serves calls by id only")
         else:
-            fn = self._table.find(mc)
-        return fn(*mc.args)
+            fn = self._table.find(name, mode, types, args)
+        return fn(*args)
 
     # ---- calling
 
-    def _call(self, method: str | MethodCall, args: Sequence[Any], types: Sequence[str] | None) -> MethodCall:
+    def _buffer(self, method: str | MethodCall, args: Sequence[Any], types: Sequence[str] | None) -> bytes:
+        """The request's payload: ``objectToByteBuffer`` of the call (a value that cannot be written fails here)."""
         if isinstance(method, MethodCall):
-            return method
+            return method.to_buffer()
         if types is not None:
-            return MethodCall.with_types(method, list(args), list(types))
-        return MethodCall.old(method, list(args))
+            return typed_call_buffer(method, args, types)
+        return MethodCall.old(method, list(args)).to_buffer()
 
     def call_remote_methods_with_future(self, dests: Collection[Address] | None, method: str | MethodCall,
                                         args: Sequence[Any] = (), types: Sequence[str] | None = None,
                                         options: RequestOptions | None = None) -> GroupRequest:
         """:meth:`call_remote_methods` without waiting: the request (a future of the RspList)."""
-        buf = self._call(method, args, types).to_buffer()      # a value that cannot be written fails here
+        buf = self._buffer(method, args, types)
         return self.cast_message_with_future(dests, Message(None, buf), options or RequestOptions())
 
     def call_remote_methods(self, dests: Collection[Address] | None, method: str | MethodCall,
@@ -183,7 +184,7 @@ class RpcDispatcher(MessageDispatcher):
         if dests is not None and len(dests) == 0:
             return RspList()
         options = options or RequestOptions()
-        buf = self._call(method, args, types).to_buffer()
+        buf = self._buffer(method, args, types)
         return self.cast_message(dests, Message(None, buf), options)
 
     def call_remote_method(self, dest: Address, method: str | MethodCall, args: Sequence[Any] = (),
@@ -193,14 +194,14 @@ class RpcDispatcher(MessageDispatcher):
         :class:`~jgpy.javaser_values.JavaException` from Java), :class:`SuspectedError`, or TimeoutError after
         ``timeout`` ms (``options``, if given, wins)."""
         opts = options or RequestOptions(ResponseMode.GET_ALL, timeout)
-        buf = self._call(method, args, types).to_buffer()
+        buf = self._buffer(method, args, types)
         return self.send_message(Message(dest, buf), opts)
 
     def call_remote_method_with_future(self, dest: Address, method: str | MethodCall, args: Sequence[Any] = (),
                                        types: Sequence[str] | None = None, timeout: int = 5000,
                                        options: RequestOptions | None = None) -> GroupRequest:
         opts = options or RequestOptions(ResponseMode.GET_ALL, timeout)
-        buf = self._call(method, args, types).to_buffer()
+        buf = self._buffer(method, args, types)
         return self.send_message_with_future(Message(dest, buf), opts)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from threading import get_ident
 from typing import Any
 
 from jgpy._core.batch import split_by_header
@@ -50,7 +51,9 @@ class FlowControl(CreditCore, Protocol):
         self.multicast = self.HANDLES_MULTICASTS
         self.received: ReceiverCredits | None = None
         self._block_times: list[tuple[int, int]] | None = None
-        self._tl = threading.local()                # .delivering: passing a message up (JGRP-465)
+        #: the threads passing messages up through this protocol now (JGRP-465): ids, not a threading.local,
+        #: whose attribute access costs more than the rest of a lone message's way through here
+        self._delivering: set[int] = set()
         self.counters = dict.fromkeys(("credit_requests_sent", "credit_requests_received", "credit_responses_sent",
                                        "credit_responses_received", "blockings", "synchronous_bypasses"), 0)
         self.counters["time_blocked_ms"] = 0.0
@@ -144,19 +147,20 @@ class FlowControl(CreditCore, Protocol):
         if self.received is None:                # not initialised (a stack that was never started): nothing counts
             self.up_prot.up_batch(rest)
             return
-        tl = self._tl if self.ignore_synchronous_response else None
+        me = get_ident() if self.ignore_synchronous_response else 0
+        delivering = self._delivering
         for chunk, counted in self.received.delivery_chunks(rest, self.HANDLES_MULTICASTS, NO_FC):
             if not counted:                      # nothing we grant credits for (e.g. unicasts, for MFC)
                 self.up_prot.up_batch(chunk)
                 continue
-            if tl is not None:
-                prev = getattr(tl, "delivering", False)
-                tl.delivering = True
+            outer = not me or me in delivering   # (a nested delivery on this thread leaves the mark to its outer one)
+            if not outer:
+                delivering.add(me)
             try:
                 self.up_prot.up_batch(chunk)
             finally:
-                if tl is not None:
-                    tl.delivering = prev
+                if not outer:
+                    delivering.discard(me)
                 owed = self.received.consumed_all(counted)
                 for sender, credits in owed:
                     self.send_credit(sender, credits)
@@ -235,7 +239,7 @@ class _Credits(FlowControl):
     def _wait_for_credits(self, fits, block: int, ask) -> None:
         """(the slow path) Wait until ``fits()`` spent the credits, ``block`` ms pass per round (asking
         ``ask()`` for credits every ``max_block_time``), or we stop; with ``max_block_times`` once only."""
-        if getattr(self._tl, "delivering", False):   # an answer from receive(): never blocked (JGRP-465)
+        if get_ident() in self._delivering:       # an answer from receive(): never blocked (JGRP-465)
             self.counters["synchronous_bypasses"] += 1
             return
         with self._cond:
