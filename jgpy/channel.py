@@ -201,7 +201,10 @@ class _StackTop(Protocol):
     def up_batch(self, msgs: list[Message]) -> None:
         stack = self.stack
         assert stack is not None
-        oob, regular = split_by_flag(msgs, OOB)
+        if len(msgs) == 1:                       # (a lone message, e.g. a request or its answer: no lists built)
+            oob, regular = (msgs, None) if msgs[0].flags & OOB else (None, msgs)
+        else:
+            oob, regular = split_by_flag(msgs, OOB)
         if oob:
             consume = getattr(relays, "consume", None)    # a waiting caller reading: its answers are its own
             if consume is not None:
@@ -299,6 +302,7 @@ class Channel:
         self.stack = ProtocolStack(config, self._top, props)
         self.stack.init()
         self._down_msg = self.stack.protocols[-1].down_msg       # the top protocol's send path
+        self._read_while = self.stack.transport.read_while        # (the guest reader: read_while below)
         self._send_core = ChannelSend(self._top, self._send_general)
         if type(self).send is Channel.send:                      # not overridden: bytes payloads go straight to C
             self.send = self._send_core.send                     # type: ignore[method-assign]
@@ -474,7 +478,7 @@ class Channel:
         pair = getattr(relays, "pair", None)
         relays.pair, relays.consume = GUEST, consume
         try:
-            return bool(self.stack.transport.read_while(pending, timeout))
+            return bool(self._read_while(pending, timeout))
         finally:
             relays.pair, relays.consume = pair, None
 

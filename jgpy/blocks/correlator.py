@@ -315,7 +315,7 @@ class GroupRequest:
         if waiting:
             if self._cv is not None:
                 self._wait_filtered(timeout)
-            elif self._latch.acquire(timeout=timeout):
+            elif not self._notified and self._latch.acquire(True, timeout):   # (notified: the latch is open)
                 self._latch.release()                  # the next waiter passes too
         with self._lock:
             complete = self._complete()

@@ -136,6 +136,9 @@ class FlowControl(CreditCore, Protocol):
     # ---- receiving ----
 
     def up_batch(self, msgs: list) -> None:
+        if len(msgs) == 1 and self.received is not None and not msgs[0].has_header(self.id):
+            self._up_one(msgs)                   # (a lone message, e.g. a request or its answer)
+            return
         mine, rest = split_by_header(msgs, self.id)
         if mine:
             self._guard.each(mine, self._handle_credit_msg)
@@ -147,23 +150,45 @@ class FlowControl(CreditCore, Protocol):
         if self.received is None:                # not initialised (a stack that was never started): nothing counts
             self.up_prot.up_batch(rest)
             return
-        me = get_ident() if self.ignore_synchronous_response else 0
-        delivering = self._delivering
         for chunk, counted in self.received.delivery_chunks(rest, self.HANDLES_MULTICASTS, NO_FC):
             if not counted:                      # nothing we grant credits for (e.g. unicasts, for MFC)
                 self.up_prot.up_batch(chunk)
                 continue
-            outer = not me or me in delivering   # (a nested delivery on this thread leaves the mark to its outer one)
-            if not outer:
-                delivering.add(me)
             try:
-                self.up_prot.up_batch(chunk)
+                self._up_delivering(chunk)
             finally:
-                if not outer:
-                    delivering.discard(me)
                 owed = self.received.consumed_all(counted)
                 for sender, credits in owed:
                     self.send_credit(sender, credits)
+
+    def _up_one(self, msgs: list) -> None:
+        """``up_batch`` of one message without our header: what ``delivery_chunks`` and ``consumed_all`` do for
+        it, without building their lists."""
+        m = msgs[0]
+        length = m.length
+        if (m.dest is None) != self.HANDLES_MULTICASTS or m.flags & NO_FC or not length:
+            self.up_prot.up_batch(msgs)          # nothing we grant credits for (e.g. unicasts, for MFC)
+            return
+        try:
+            self._up_delivering(msgs)
+        finally:
+            owed = self.received.consumed(m.src, length)
+            if owed > 0:
+                self.send_credit(m.src, owed)
+
+    def _up_delivering(self, chunk: list) -> None:
+        """Pass ``chunk`` up, this thread marked as delivering (JGRP-465: what it sends meanwhile is not blocked);
+        a nested delivery on this thread leaves the mark to its outer one."""
+        me = get_ident() if self.ignore_synchronous_response else 0
+        delivering = self._delivering
+        outer = not me or me in delivering
+        if not outer:
+            delivering.add(me)
+        try:
+            self.up_prot.up_batch(chunk)
+        finally:
+            if not outer:
+                delivering.discard(me)
 
     def _handle_credit_msg(self, msg: Message) -> None:
         """REPLENISH or CREDIT_REQUEST (a non-member's is ignored: the credit tables hold members only)."""

@@ -338,6 +338,10 @@ class FragProtocol(Protocol):
     # ---- receiving ----
 
     def up_batch(self, msgs: list) -> None:
+        if len(msgs) == 1 and not msgs[0].has_header(self.id):   # (a lone message, e.g. a request or its answer)
+            self.num_received_msgs += 1
+            self.up_prot.up_batch(msgs)
+            return
         mine, rest = self.split_mine(msgs)
         if not mine:
             self.num_received_msgs += len(msgs)
