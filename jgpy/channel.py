@@ -44,6 +44,7 @@ import logging
 import random
 import socket
 import threading
+from itertools import filterfalse
 from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from jgpy._core.address import UUID, Address, set_logical_name
@@ -206,9 +207,9 @@ class _StackTop(Protocol):
         else:
             oob, regular = split_by_flag(msgs, OOB)
         if oob:
-            consume = getattr(relays, "consume", None)    # a waiting caller reading: its answers are its own
+            consume = relays.consume                      # a waiting caller reading: its answers are its own
             if consume is not None:
-                oob = [m for m in oob if not consume(m)]
+                oob = list(filterfalse(consume, oob))
             interceptors = self.interceptors
             if interceptors and oob:
                 oob = [m for m in oob if not self._intercepted(interceptors, m)]
@@ -475,7 +476,7 @@ class Channel:
         never run nested in it (``jgpy._core.serial.GUEST``)."""
         if self._state != "connected":
             return False
-        pair = getattr(relays, "pair", None)
+        pair = relays.pair
         relays.pair, relays.consume = GUEST, consume
         try:
             return bool(self._read_while(pending, timeout))

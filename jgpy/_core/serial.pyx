@@ -16,7 +16,17 @@ from cpython.pythread cimport PyThread_get_thread_ident
 
 log = logging.getLogger("jgpy.executor")
 
-relays = threading.local()
+class _Relays(threading.local):
+    """The per-thread fields below, with their defaults as class attributes: reading one a thread never set
+    finds the default instead of raising (and catching) an AttributeError, which costs more than the rest of
+    a lone message's way up."""
+
+    pair = None
+    consume = None
+    running = False
+
+
+relays = _Relays()
 """Per receive thread: ``relays.pair`` = (hand_over, take_back), set by ``executor.register_relay``;
 ``relays.running``: the thread runs an executor's tasks between the two calls. A thread that reads its own
 answers (``Channel.read_while``) has ``relays.pair`` = :data:`GUEST` and ``relays.consume``, meanwhile."""
@@ -98,7 +108,7 @@ cdef class SerialCore:
             return 0
         # a receive thread that runs another executor's tasks has handed its socket over already, and the inner
         # take_back would take it back while the outer tasks still run: nested, the executor's thread runs them
-        if getattr(relays, "running", False) or not (<tuple>relay)[0]():   # or refused (a stream on our socket)
+        if relays.running or not (<tuple>relay)[0]():   # or refused (a stream on our socket)
             self._release()
             if self._wakeup.sleeping:
                 self._wakeup.wake()
@@ -115,7 +125,7 @@ cdef class SerialCore:
         """The calling thread's (hand_over, take_back) if it may run tasks, else None."""
         cdef object pair
         if self.relay or self.caller_runs:
-            pair = getattr(relays, "pair", None)
+            pair = relays.pair
             if pair is _GUEST:
                 return None
             if pair is None and self.caller_runs:
@@ -163,7 +173,7 @@ cdef class SerialCore:
         """Whether the calling thread is the one running tasks (the executor's, or a submitter's right now)."""
         cdef unsigned long me = PyThread_get_thread_ident()
         if me == self._thread_ident or (self._runner != 0 and me == self._runner):
-            return getattr(relays, "pair", None) is not _GUEST
+            return relays.pair is not _GUEST
         return False
 
     def run_queue(self) -> None:

@@ -215,7 +215,7 @@ class GroupRequest:
         self.corr = corr
         self.req_id = req_id
         self.options = options
-        self.rsps: dict[Address, Rsp] = {a: Rsp(a) for a in targets}
+        self.rsps: dict[Address, Rsp] = dict(zip(targets, map(Rsp, targets)))
         self._lock = RLock()                        # the answers, the counts, done, the callbacks (re-entrant,
         #                                             as the Condition's RLock was: an RspFilter runs under it)
         self._latch = threading.Lock()              # released once: complete or done (see the class docstring)

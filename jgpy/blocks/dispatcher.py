@@ -162,7 +162,7 @@ class MessageDispatcher:
             mset = self._member_set
             if mset is None:
                 mset = frozenset(self.members)
-            real = [d for d in dests if d in mset]          # Java: retainAll(members)
+            real = list(filter(mset.__contains__, dests))   # Java: retainAll(members)
         if options.exclusion_list:
             excl = set(options.exclusion_list)
             real = [d for d in real if d not in excl]

@@ -194,7 +194,7 @@ class MethodCall:
 def typed_call_buffer(name: str, args: Sequence[Any], types: Sequence[str]) -> bytes:
     """``MethodCall.with_types(name, args, types).to_buffer()`` without building the MethodCall (a caller's
     per-call work); the same bytes and the same errors."""
-    jtypes = [_SHORT_NAMES.get(t, t) for t in types]
+    jtypes = list(map(_SHORT_NAMES.get, types, types))
     if len(jtypes) == len(args):
         data = _mcall.method_call_stream(TYPES, name, 0, tuple(map(java_value, args, jtypes)), jtypes, None)
         if data is not None:

@@ -31,6 +31,13 @@ from jgpy.stack.protocol import Protocol
 CREDIT_REQUEST, REPLENISH, URGENT = SfcHeader.CREDIT_REQUEST, SfcHeader.REPLENISH, SfcHeader.URGENT_CREDIT_REQUEST
 
 
+
+class _Delivering(threading.local):
+    """Per thread: whether it passes messages up through SFC now (a class default, so that a thread that never
+    did reads False without raising an AttributeError on every send)."""
+
+    delivering = False
+
 class SFC(Protocol):
     NAME = "SFC"
 
@@ -50,7 +57,7 @@ class SFC(Protocol):
         self._running = False
         self._last_urgent = 0.0
         self._block_start = 0.0
-        self._tl = threading.local()                     # .delivering: passing messages up (JGRP-465)
+        self._tl = _Delivering()                         # .delivering: passing messages up (JGRP-465)
         self.counters = dict.fromkeys(("blockings", "bytes_sent", "credit_requests_sent", "credit_requests_received",
                                        "replenishments_received", "replenishments_sent", "synchronous_bypasses",
                                        "ignored_non_member"), 0)
@@ -80,7 +87,7 @@ class SFC(Protocol):
     def down_msg(self, msg: Message) -> Any:
         if msg.dest is not None:
             return self.down_prot.down_msg(msg)
-        if getattr(self._tl, "delivering", False):
+        if self._tl.delivering:
             self.counters["synchronous_bypasses"] += 1
             return self.down_prot.down_msg(msg)
         request = False
