@@ -31,12 +31,12 @@ from jgpy.stack.protocol import Protocol
 CREDIT_REQUEST, REPLENISH, URGENT = SfcHeader.CREDIT_REQUEST, SfcHeader.REPLENISH, SfcHeader.URGENT_CREDIT_REQUEST
 
 
-
 class _Delivering(threading.local):
     """Per thread: whether it passes messages up through SFC now (a class default, so that a thread that never
     did reads False without raising an AttributeError on every send)."""
 
     delivering = False
+
 
 class SFC(Protocol):
     NAME = "SFC"
