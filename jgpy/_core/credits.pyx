@@ -119,6 +119,12 @@ cdef class CreditTable:
         return f"CreditTable({dict(self.items())}, lowest={self._lowest})"
 
 
+cdef inline bint _counts(Message m, bint multicast, int skip_flags):
+    """Whether ``m`` counts for credits: a multicast (``multicast``) or unicast with a payload and none of
+    ``skip_flags``."""
+    return (m.dest is None) == multicast and not (m.flags & skip_flags) and m._buf is not None and m._len != 0
+
+
 cdef class ReceiverCredits:
     """What each sender may still send us before we owe it credits (the receiving half of UFC/MFC).
 
@@ -176,7 +182,7 @@ cdef class ReceiverCredits:
         cdef bint cut
         for i in range(n):
             m = <Message>PyList_GET_ITEM(msgs, i)
-            if (m.dest is None) != multicast or (m.flags & skip_flags) or m._buf is None or not m._len:
+            if not _counts(m, multicast, skip_flags):
                 continue
             src = m.src
             counted[src] = counted.get(src, 0) + m._len
@@ -194,6 +200,10 @@ cdef class ReceiverCredits:
                 start = i + 1
         out.append((msgs if start == 0 else msgs[start:], counted))
         return out
+
+    cpdef int64_t counted_length(self, Message m, bint multicast, int skip_flags):
+        """The bytes of ``m`` that count for credits (as :meth:`delivery_chunks` counts them), or 0."""
+        return m._len if _counts(m, multicast, skip_flags) else 0
 
     def requested(self, object sender, int64_t credits) -> bool:
         """A sender asked for ``credits``: it gets them (capped at max_credits); False for a non-member."""

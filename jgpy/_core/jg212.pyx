@@ -847,8 +847,6 @@ cdef class Dialect212(WireDialect):
     def object_to_buffer(self, obj, str java_type=None):
         """``Message.setObject``'s bytes of ``obj`` (:func:`object_to_buffer`); ``java_type`` (``"Long"``,
         ``"Integer"``, ...) picks the Java type, as :class:`JavaObject` does."""
-        if java_type is None and type(obj) is bytes:
-            return _BYTEARRAY_TAG + <bytes>obj
         return object_to_buffer(obj if java_type is None else JavaObject(java_type, obj))
 
     def object_from_buffer(self, data, bint typed=False):
@@ -1288,7 +1286,7 @@ def _streamable_magics():
     return _STREAMABLE_MAGICS
 
 
-def object_to_buffer(obj):
+cpdef bytes object_to_buffer(obj):
     """``Util.objectToByteBuffer``: a type tag, then the value.
 
     Plain values map as Java would box them: None -> null, bool -> Boolean, int -> Integer (Long when it

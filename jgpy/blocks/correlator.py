@@ -321,10 +321,7 @@ class GroupRequest:
             complete = self._complete()
             self.done = True
             callbacks = self._notify(True)
-        if self.corr is not None:                      # (_forget, inline: the caller's hot path)
-            self.corr.done(self.req_id)
-        if callbacks:
-            self._run(callbacks)
+        self._forget(callbacks)
         return complete
 
     def _read_answers(self, corr: RequestCorrelator, timeout: float) -> float:

@@ -182,7 +182,7 @@ class MessageDispatcher:
         if not targets:
             req.done = True
             return req
-        if waiting and options.rsp_filter is not None:   # (reserve() does nothing without a filter)
+        if waiting:
             req.reserve()
         if options.flags:
             msg.flags |= options.flags
@@ -215,7 +215,7 @@ class MessageDispatcher:
         if options.flags:
             msg.flags |= options.flags
         req = GroupRequest(self.corr, self.corr.next_id(), [msg.dest], options)
-        if waiting and options.rsp_filter is not None:   # (reserve() does nothing without a filter)
+        if waiting:
             req.reserve()
         self.corr.send_request(req, msg, [msg.dest])
         if options.mode == ResponseMode.GET_NONE:

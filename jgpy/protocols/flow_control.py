@@ -165,8 +165,8 @@ class FlowControl(CreditCore, Protocol):
         """``up_batch`` of one message without our header: what ``delivery_chunks`` and ``consumed_all`` do for
         it, without building their lists."""
         m = msgs[0]
-        length = m.length
-        if (m.dest is None) != self.HANDLES_MULTICASTS or m.flags & NO_FC or not length:
+        length = self.received.counted_length(m, self.HANDLES_MULTICASTS, NO_FC)
+        if not length:
             self.up_prot.up_batch(msgs)          # nothing we grant credits for (e.g. unicasts, for MFC)
             return
         try:
