@@ -346,7 +346,12 @@ def test_sparse_multicasts_go_alone_and_streams_are_bundled(cluster_factory, kin
     bundled = end["bundler"]["entries"] - mid["bundler"]["entries"]
     datagrams = end["bundler"]["datagrams"] - mid["bundler"]["datagrams"]
     assert bundled > n // 2 and bundled > 2 * datagrams, end["bundler"]
-    assert end["dropped_own_mcast"] == before["dropped_own_mcast"], end     # own copies skipped unread
+    # our copies of the direct and bundled multicasts are skipped unread (LISTs with our prefix: dropped by the
+    # kernel's filter, else counted as own bundles); only our OOB control multicasts come back as single
+    # messages (FD_ALL's heartbeat every 3 s, MERGE2's discovery), far fewer than the 20 direct ones
+    if end["own_bundles_filtered"]:
+        assert end["dropped_own_bundles"] == before["dropped_own_bundles"], end
+    assert end["dropped_own_mcast"] - before["dropped_own_mcast"] < 20, end
 
 
 def test_multicast_bundling_of_every_message_can_be_restored(cluster_factory):
