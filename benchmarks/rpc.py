@@ -4,7 +4,10 @@
 Every member is its own process on loopback (the jar's ``udp.xml``, a private group per cluster): a caller
 and two servers of ``echoBytes(byte[])`` (``interop/.../RpcNode.java`` for Java, ``jgpy/tools/rpc_member.py``
 for jgpy, the same commands). Clusters: Java caller + Java servers, jgpy + jgpy, jgpy caller + Java servers,
-Java caller + jgpy servers, one at a time. Per cluster, ``reps`` times (kinds interleaved per repetition):
+Java caller + jgpy servers, one at a time. First ``warmup_reps`` unrecorded repetitions of every workload (a
+Java member's JIT keeps compiling through the first ~10,000 calls: without them its first repetition is half as
+fast as its third, and a median of three would compare jgpy with a Java that is still warming up). Then per
+cluster, ``reps`` times (kinds interleaved per repetition):
 
 * ``sync_1``: ``count`` calls one after the other, 100 B argument, GET_ALL, one server answering (anycast);
 * ``sync_2``: the same with both servers answering (anycast to two);
@@ -13,7 +16,7 @@ Java caller + jgpy servers, one at a time. Per cluster, ``reps`` times (kinds in
 Both sides marshal the MethodCall for every call (Java's callRemoteMethods does). ``main()`` returns a dict
 with the figures and ``markdown`` (the table of ``make bench``); run directly it prints them::
 
-    python benchmarks/rpc.py [--count 2000] [--async-count 5000] [--reps 3] [--kinds JJ,PP,PJ,JP]
+    python benchmarks/rpc.py [--count 2000] [--async-count 5000] [--reps 3] [--warmup-reps 2] [--kinds JJ,PP,PJ,JP]
 """
 
 from __future__ import annotations
@@ -92,19 +95,21 @@ def measure(caller, workload: str, count: int, async_count: int, size: int = 100
     return {"calls_per_s": async_count / (rep["total_ns"] / 1e9), "calls": async_count, "missing": rep["missing"]}
 
 
-def run(kinds: list[str], count: int, async_count: int, reps: int) -> dict:
+def run(kinds: list[str], count: int, async_count: int, reps: int, warmup_reps: int = 0) -> dict:
     clusters = {}
     results: dict = {k: {w: [] for w in ("sync_1", "sync_2", "async_1")} for k in kinds}
     try:
         for k in kinds:
             progress(f"starting cluster {KINDS[k]} ...")
             clusters[k] = start_cluster(k)
-        for rep in range(reps):
+        for rep in range(-warmup_reps, reps):
+            label = f"rep {rep + 1}" if rep >= 0 else f"warm-up {rep + warmup_reps + 1}"
             for w in ("sync_1", "sync_2", "async_1"):
                 for k in kinds:
                     r = measure(clusters[k][0], w, count, async_count)
-                    results[k][w].append(r)
-                    progress(f"rep {rep + 1} {w} {KINDS[k]}: " + ", ".join(f"{a}={b:,.0f}" for a, b in r.items()))
+                    if rep >= 0:
+                        results[k][w].append(r)
+                    progress(f"{label} {w} {KINDS[k]}: " + ", ".join(f"{a}={b:,.0f}" for a, b in r.items()))
     finally:
         for nodes in clusters.values():
             for n in nodes:
@@ -117,9 +122,10 @@ def _med(recs: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def markdown(results: dict, count: int, async_count: int, reps: int) -> list[str]:
+def markdown(results: dict, count: int, async_count: int, reps: int, warmup_reps: int = 0) -> list[str]:
     md = [f"Caller -> servers, each its own process; 100 B `byte[]` argument echoed back; medians of {reps} "
-          f"repetitions ({count} sync calls, {async_count} async calls each). Suite: `benchmarks/rpc.py`.", "",
+          f"repetitions ({count} sync calls, {async_count} async calls each) after {warmup_reps} unrecorded "
+          "warm-up repetitions of the same. Suite: `benchmarks/rpc.py`.", "",
           "| caller -> servers | sync, 1 answering: median us | p99 us | sync, 2 answering: median us | p99 us | "
           "async to 1: calls/s | missing |", "|---|---:|---:|---:|---:|---:|---:|"]
     for k, res in results.items():
@@ -138,15 +144,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--count", type=int, default=2000, help="sync calls per measurement")
     ap.add_argument("--async-count", type=int, default=5000, help="async calls per measurement")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--warmup-reps", type=int, default=2, help="unrecorded repetitions first (JIT warm-up)")
     ap.add_argument("--kinds", default="JJ,PP,PJ,JP", help="caller+servers: J Java, P jgpy")
     args = ap.parse_args(argv)
     kinds = [k.strip().upper() for k in args.kinds.split(",") if k.strip()]
     if java_unavailable_reason():
         kinds = [k for k in kinds if "J" not in k]
     t0 = time.time()
-    results = run(kinds, args.count, args.async_count, args.reps)
+    results = run(kinds, args.count, args.async_count, args.reps, args.warmup_reps)
     return {"results": results, "seconds": time.time() - t0,
-            "markdown": markdown(results, args.count, args.async_count, args.reps)}
+            "markdown": markdown(results, args.count, args.async_count, args.reps, args.warmup_reps)}
 
 
 if __name__ == "__main__":

@@ -234,7 +234,8 @@ def test_rpc_benchmark_runs_once():
     from tests.conftest import require_java
     require_java()
     from benchmarks import rpc
-    out = rpc.main(["--count", "20", "--async-count", "50", "--reps", "1", "--kinds", "PJ,JP"])
+    out = rpc.main(["--count", "20", "--async-count", "50", "--reps", "1", "--warmup-reps", "1",
+                    "--kinds", "PJ,JP"])
     for kind in ("PJ", "JP"):
         for workload, recs in out["results"][kind].items():
             assert len(recs) == 1 and recs[0]["missing"] == 0, (kind, workload, recs)
