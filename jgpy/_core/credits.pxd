@@ -19,3 +19,6 @@ cdef class CreditCore(ProtocolCore):
     cdef public CreditTable table
     cdef public bint multicast            # MFC: multicasts spend credits; UFC: unicasts
     cdef public bint running
+    cdef public object received           # the ReceiverCredits (None until the protocol's init)
+    cdef public set _delivering           # the ids of the threads passing messages up through us (JGRP-465)
+    cdef public bint ignore_synchronous_response

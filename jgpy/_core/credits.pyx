@@ -6,10 +6,14 @@ A ``CreditTable`` holds, per member, the bytes we may still send it. Spending is
 touches no Python objects beyond the member dict, so it is atomic under the GIL: the protocols need a lock
 only to *wait* for credits (their slow path), not to spend them. :class:`CreditCore` is the down path of UFC
 and MFC; ``ReceiverCredits`` counts what we owe the senders of a delivered batch, and cuts a batch where
-credits fall due (``delivery_chunks``).
+credits fall due (``delivery_chunks``). ``CreditCore.up_batch`` passes a lone message up (a request or its
+answer) and counts its credits in C; any other batch goes to the protocol's ``_up_batch``.
 """
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_FromUnsignedLong
+from cpython.pythread cimport PyThread_get_thread_ident
+from cpython.set cimport PySet_Add, PySet_Contains, PySet_Discard
 from libc.stdint cimport int64_t
 
 from jgpy._core.message cimport Message
@@ -201,10 +205,6 @@ cdef class ReceiverCredits:
         out.append((msgs if start == 0 else msgs[start:], counted))
         return out
 
-    cpdef int64_t counted_length(self, Message m, bint multicast, int skip_flags):
-        """The bytes of ``m`` that count for credits (as :meth:`delivery_chunks` counts them), or 0."""
-        return m._len if _counts(m, multicast, skip_flags) else 0
-
     def requested(self, object sender, int64_t credits) -> bool:
         """A sender asked for ``credits``: it gets them (capped at max_credits); False for a non-member."""
         cdef object cur = self.left.get(sender)
@@ -223,8 +223,45 @@ cdef class ReceiverCredits:
 
 
 cdef class CreditCore(ProtocolCore):
-    """The core of UFC (``multicast`` False) and MFC: a message spends its credits, or the protocol's
-    ``wait_for_credits(msg, length)`` (its slow path, which blocks) waits for them; then it goes on."""
+    """The core of UFC (``multicast`` False) and MFC. Down: a message spends its credits, or the protocol's
+    ``wait_for_credits(msg, length)`` (its slow path, which blocks) waits for them; then it goes on. Up: a
+    lone message without our header is passed up and counted here (:meth:`up_batch`)."""
+
+    def up_batch(self, list msgs):
+        """A batch from below. A lone message without our header (a request or its answer) goes up from here,
+        as the protocol's general path (``_up_batch``) passes a batch: with this thread marked as delivering
+        (JGRP-465: what it sends meanwhile is not blocked) when the message counts for credits, then its
+        bytes are consumed and credits sent back when due (``send_credit``). Any other batch, or any batch
+        before ``received`` is set: ``_up_batch``."""
+        cdef Message m
+        cdef int64_t length, owed
+        cdef object me = None
+        cdef object src
+        if PyList_GET_SIZE(msgs) != 1 or self.received is None:
+            return self._up_batch(msgs)
+        m = <Message>PyList_GET_ITEM(msgs, 0)
+        if m._find(self.id) >= 0:
+            return self._up_batch(msgs)
+        if not _counts(m, self.multicast, NO_FC):
+            self.up_prot.up_batch(msgs)          # nothing we grant credits for (e.g. unicasts, for MFC)
+            return None
+        length = m._len
+        src = m.src
+        if self.ignore_synchronous_response:
+            me = PyLong_FromUnsignedLong(PyThread_get_thread_ident())
+            if PySet_Contains(self._delivering, me):
+                me = None                        # a nested delivery: the outer one keeps the mark
+            else:
+                PySet_Add(self._delivering, me)
+        try:
+            self.up_prot.up_batch(msgs)
+        finally:
+            if me is not None:
+                PySet_Discard(self._delivering, me)
+            owed = (<ReceiverCredits>self.received).consumed(src, length)
+            if owed > 0:
+                self.send_credit(src, owed)
+        return None
 
     cdef object _down(self, Message msg):
         cdef Py_ssize_t length = msg._len

@@ -26,7 +26,7 @@ from jgpy._core.message import Message
 from jgpy.protocols.guard import MessageGuard
 from jgpy.stack.events import Event, EventType
 from jgpy.stack.logutil import RateLimitedLog
-from jgpy.stack.properties import Property, to_bool, to_float, to_int, to_size
+from jgpy.stack.properties import CoreProperty, Property, to_bool, to_float, to_int, to_size
 from jgpy.stack.protocol import UP_HEADER, UP_MULTICASTS, UP_UNICASTS, Protocol
 
 REPLENISH, CREDIT_REQUEST = FcHeader.REPLENISH, FcHeader.CREDIT_REQUEST
@@ -35,7 +35,8 @@ NO_FC = Message.NO_FC
 
 class FlowControl(CreditCore, Protocol):
     """The down path is the C core (``CreditCore``, ``jgpy/_core/credits.pyx``): its fields ``table`` (our credits
-    with each member), ``multicast`` (MFC) and ``running``."""
+    with each member), ``multicast`` (MFC) and ``running``. So is ``up_batch`` for a lone message without our
+    header (a request or its answer); every other batch comes to :meth:`_up_batch`."""
 
     max_credits = Property(to_size, 500000, "bytes a sender may send to a receiver before it needs new credits")
     min_threshold = Property(to_float, 0.40, "fraction of max_credits at which a receiver replenishes")
@@ -43,8 +44,8 @@ class FlowControl(CreditCore, Protocol):
                            "min_threshold)")
     max_block_time = Property(to_int, 5000, "ms a sender blocks before asking for credits again")
     max_block_times = Property(str, None, "per message size block times, e.g. 50:1,500:3,1500:5 (ms)")
-    ignore_synchronous_response = Property(to_bool, True, "never block a message sent by a thread that is passing "
-                                           "a message up through this protocol (JGRP-465)")
+    ignore_synchronous_response = CoreProperty(to_bool, True, "never block a message sent by a thread that is "
+                                               "passing a message up through this protocol (JGRP-465)")
 
     def __init__(self) -> None:
         super().__init__()
@@ -135,10 +136,8 @@ class FlowControl(CreditCore, Protocol):
 
     # ---- receiving ----
 
-    def up_batch(self, msgs: list) -> None:
-        if len(msgs) == 1 and self.received is not None and not msgs[0].has_header(self.id):
-            self._up_one(msgs)                   # (a lone message, e.g. a request or its answer)
-            return
+    def _up_batch(self, msgs: list) -> None:
+        """``up_batch`` of a batch the core does not take (several messages, or one with our header)."""
         mine, rest = split_by_header(msgs, self.id)
         if mine:
             self._guard.each(mine, self._handle_credit_msg)
@@ -160,21 +159,6 @@ class FlowControl(CreditCore, Protocol):
                 owed = self.received.consumed_all(counted)
                 for sender, credits in owed:
                     self.send_credit(sender, credits)
-
-    def _up_one(self, msgs: list) -> None:
-        """``up_batch`` of one message without our header: what ``delivery_chunks`` and ``consumed_all`` do for
-        it, without building their lists."""
-        m = msgs[0]
-        length = self.received.counted_length(m, self.HANDLES_MULTICASTS, NO_FC)
-        if not length:
-            self.up_prot.up_batch(msgs)          # nothing we grant credits for (e.g. unicasts, for MFC)
-            return
-        try:
-            self._up_delivering(msgs)
-        finally:
-            owed = self.received.consumed(m.src, length)
-            if owed > 0:
-                self.send_credit(m.src, owed)
 
     def _up_delivering(self, chunk: list) -> None:
         """Pass ``chunk`` up, this thread marked as delivering (JGRP-465: what it sends meanwhile is not blocked);
