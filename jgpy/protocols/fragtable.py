@@ -337,7 +337,9 @@ class FragProtocol(Protocol):
 
     # ---- receiving ----
 
-    def up_batch(self, msgs: list) -> None:
+    def _up_batch(self, msgs: list) -> None:
+        """``up_batch`` (FRAG2's C core takes a lone message without our header itself, then calls this for the
+        other batches)."""
         if len(msgs) == 1 and not msgs[0].has_header(self.id):   # (a lone message, e.g. a request or its answer)
             self.num_received_msgs += 1
             self.up_prot.up_batch(msgs)
@@ -366,6 +368,8 @@ class FragProtocol(Protocol):
             out.append(m)
         if out:
             self.up_prot.up_batch(out)
+
+    up_batch = _up_batch
 
     def _unfragment(self, frag: Message) -> Message | None:
         raise NotImplementedError
