@@ -147,6 +147,11 @@ def test_the_common_shapes_take_the_c_writer():
                                    ["java.lang.String", "java.lang.Integer", "double", "boolean", "long"]),
              MethodCall.with_method("sample", ["s", 4], ["java.lang.String", "int"], "org.example.Server"),
              MethodCall.with_id(7, [False, None]),
+             # more descriptors and Class objects than the writer keeps in C arrays (8), names repeated after that
+             MethodCall.with_types("many", [1, 2, 3.0, True, "s", b"b", 5, 6, 7.5, False, 9, 10, 11.0],
+                                   ["int", "long", "double", "boolean", "java.lang.String", "[B", "java.lang.Integer",
+                                    "java.lang.Long", "java.lang.Double", "java.lang.Boolean", "int", "java.lang.Long",
+                                    "java.lang.Double"]),
              MethodCall.old("edges", [-129, -128, 127, 128, -129, -128, 127, 128, JLong(-128), JLong(-128),
                                       JLong(-129), JLong(-129), True, False, True, "s", "s", b"", b""])]
     for call in calls:

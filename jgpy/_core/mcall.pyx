@@ -11,6 +11,9 @@ called by :mod:`jgpy.blocks.methodcall`. Anything either does not know gives Non
 then does the whole stream, and gives its value, its bytes or its error."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_FromVoidPtr
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.list cimport PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeASCII
@@ -503,6 +506,7 @@ def spans_held() -> int:
 
 cdef enum:
     MAX_BLOCK = 1024              # the general writer's block data size (ObjectOutputStream's)
+    NAMED_INLINE = 8              # descriptor / Class handles a stream keeps in C arrays (a call has 3-6)
     MAX_DESC_INFO = 512           # descriptors remembered (class objects of type names: the writer's own bound)
 
 # set by configure_writer()
@@ -542,14 +546,53 @@ class _NotHere(Exception):
     """Not a call this writer writes: the general writer does the whole stream."""
 
 
+cdef struct _Named:
+    int n                         # entries in name/handle (the rest are in the stream's dict)
+    PyObject* name[NAMED_INLINE]  # owned references
+    int handle[NAMED_INLINE]
+
+
+cdef int _named_find(_Named* t, dict more, str name) except -2:
+    """The handle of ``name`` in ``t`` (or ``more``, past its first NAMED_INLINE), else -1."""
+    cdef int i
+    for i in range(t.n):
+        if <str><object>t.name[i] == name:              # (identity first, then the text)
+            return t.handle[i]
+    if more:
+        h = more.get(name)
+        if h is not None:
+            return <int>h
+    return -1
+
+
+cdef int _named_add(_Named* t, dict more, str name, int handle) except -1:
+    if t.n < NAMED_INLINE:
+        Py_INCREF(name)
+        t.name[t.n] = <PyObject*>name
+        t.handle[t.n] = handle
+        t.n += 1
+    else:
+        more[name] = handle
+    return 0
+
+
+cdef void _named_clear(_Named* t) noexcept:
+    cdef int i
+    for i in range(t.n):
+        Py_DECREF(<object>t.name[i])
+    t.n = 0
+
+
 cdef class _Out:
     """The stream being written, with the general writer's handles: strings by value, descriptors by name,
-    Class objects by name, the cached boxes (-128..127, booleans) by value; everything else gets a fresh one."""
+    Class objects by name, the cached boxes (-128..127, booleans) by value; everything else gets a fresh one.
+    Descriptor and Class handles are looked up by name in small C arrays (dicts past NAMED_INLINE)."""
 
     cdef char* buf
     cdef Py_ssize_t n, cap
     cdef int next
     cdef dict strings, descs, classes, boxes
+    cdef _Named _descs, _classes
     cdef char block[MAX_BLOCK]
     cdef Py_ssize_t blen
 
@@ -561,9 +604,12 @@ cdef class _Out:
         self.n = 0
         self.next = BASE_WIRE_HANDLE
         self.strings, self.descs, self.classes, self.boxes = {}, {}, {}, {}
+        self._descs.n = self._classes.n = 0
         self.blen = 0
 
     def __dealloc__(self):
+        _named_clear(&self._descs)
+        _named_clear(&self._classes)
         PyMem_Free(self.buf)
 
     cdef int room(self, Py_ssize_t k) except -1:
@@ -628,22 +674,23 @@ cdef class _Out:
 
     cdef int desc(self, object d) except -1:
         cdef tuple info
-        cdef object h
+        cdef int h
         if d is None:
             self.put1(TC_NULL)
             return 0
-        info = _DESC_INFO.get(id(d))
+        key = PyLong_FromVoidPtr(<void*>d)            # id(d)
+        info = _DESC_INFO.get(key)
         if info is None or info[3] is not d:
             info = (*_desc_info(d), d)
             if len(_DESC_INFO) < MAX_DESC_INFO:
-                _DESC_INFO[id(d)] = info
-        h = self.descs.get(info[0])
-        if h is not None:
+                _DESC_INFO[key] = info
+        h = _named_find(&self._descs, self.descs, <str?>info[0])
+        if h >= 0:
             return self.ref(h)
         if not PyBytes_GET_SIZE(<bytes>info[1]):
             raise _NotHere                      # fields that name classes: signature strings, shared by value
         self.put(PyBytes_AS_STRING(<bytes>info[1]), PyBytes_GET_SIZE(<bytes>info[1]))
-        self.descs[info[0]] = self.next
+        _named_add(&self._descs, self.descs, <str?>info[0], self.next)
         self.next += 1
         return self.desc(info[2])
 
@@ -753,13 +800,13 @@ cdef class _Out:
         raise _NotHere
 
     cdef int class_object(self, str name) except -1:
-        cdef object h = self.classes.get(name)
+        cdef int h = _named_find(&self._classes, self.classes, name)
         self.flush_block()
-        if h is not None:
+        if h >= 0:
             return self.ref(h)
         self.put1(TC_CLASS)
         self.desc(_class_object_desc(name))
-        self.classes[name] = self.next
+        _named_add(&self._classes, self.classes, name, self.next)
         self.next += 1
         return 0
 
