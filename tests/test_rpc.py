@@ -361,6 +361,53 @@ def test_a_wait_times_out_and_cancel_or_suspicion_wake_the_waiters():
     assert out == [True] and r3.results()[a].suspected
 
 
+@pytest.mark.parametrize("mode,n,answers,suspects,complete", [
+    (ResponseMode.GET_ALL, 3, 2, 0, False), (ResponseMode.GET_ALL, 3, 2, 1, True),
+    (ResponseMode.GET_FIRST, 3, 0, 2, False), (ResponseMode.GET_FIRST, 3, 1, 0, True),
+    (ResponseMode.GET_FIRST, 2, 0, 2, True),
+    (ResponseMode.GET_MAJORITY, 4, 1, 1, False), (ResponseMode.GET_MAJORITY, 4, 2, 1, True),
+    (ResponseMode.GET_ABS_MAJORITY, 4, 2, 2, False), (ResponseMode.GET_ABS_MAJORITY, 4, 3, 0, True),
+    (ResponseMode.GET_MAJORITY, 1, 0, 1, True), (ResponseMode.GET_NONE, 2, 0, 0, True),
+])
+def test_a_request_is_complete_as_its_response_mode_says(mode, n, answers, suspects, complete):
+    """Java's Request.responsesComplete: GET_ALL counts answers and suspicions, GET_FIRST one answer (or every
+    member suspected), GET_MAJORITY a majority of both, GET_ABS_MAJORITY a majority of answers."""
+    from jgpy import UUID
+    members = [UUID(7, i) for i in range(1, n + 1)]
+    r = GroupRequest(None, 1, members, RequestOptions(mode, 10_000))
+    for m in members[:answers]:
+        assert r.receive_response("v", m)
+    for m in members[answers:answers + suspects]:
+        r.suspect(m)
+    assert r.is_complete() is complete
+    assert r.wait(1 if not complete else 10_000) is complete         # (incomplete: a 1 ms wait times out)
+
+
+def test_a_signal_handlers_exception_ends_a_wait():
+    """The C latch wait gives the GIL up and still runs signal handlers, as threading.Lock.acquire does: an
+    exception a handler raises ends the wait (a KeyboardInterrupt reaches a caller waiting for ever)."""
+    import signal
+    from jgpy import UUID
+
+    class Alarm(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Alarm
+
+    old = signal.signal(signal.SIGALRM, handler)
+    try:
+        r = GroupRequest(None, 1, [UUID(2, 2)], RequestOptions(ResponseMode.GET_ALL, 20_000))
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        t0 = time.monotonic()
+        with pytest.raises(Alarm):
+            r.wait(20_000)                                           # (without the handler: False after 20 s)
+        assert time.monotonic() - t0 < 5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
 class _ThreadOf:
     """An RspFilter that records which thread handled each answer."""
 

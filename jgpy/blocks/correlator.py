@@ -36,6 +36,7 @@ from typing import Any, Callable, Collection, Iterator, Mapping, Protocol
 
 from jgpy._core.address import Address
 from jgpy._core.message import Message
+from jgpy._core.request import RequestCore
 from jgpy.errors import JgpyError
 from jgpy.headers import MultiDestinationHeader, RequestCorrelatorHeader
 from jgpy.javaser import JavaSerializationError
@@ -199,62 +200,44 @@ def _majority(n: int) -> int:
     return n if n < 2 else n // 2 + 1
 
 
-class GroupRequest:
+class GroupRequest(RequestCore):
     """A call to one or more members and the answers so far (Java's GroupRequest / UnicastRequest); also a
     future: :meth:`result`, :meth:`add_done_callback`, :meth:`cancel`.
 
-    Waiting is a latch, not a Condition: ``_latch`` is a lock taken at creation and released once, when the
-    request first becomes complete or done; a waiter takes it (with its timeout) and gives it back at once, so
-    every other waiter passes too. The response that completes a call thus wakes the caller with one C-level
-    lock release, without a Condition's per-wait lock, waiter list and re-acquisition (an RPC's hot path).
-    Before that, a waiter reads its answers itself where the correlator's channel lets it (the module's
-    docstring); ``_waker`` then wakes it when another thread completes the request."""
+    Every call's steps are its C core's (``RequestCore``, ``jgpy/_core/request.pyx``): an answer without a
+    response filter, completion, and the caller's :meth:`wait`. Waiting is a latch, not a Condition: a lock
+    taken at creation and released once, when the request first becomes complete or done; a waiter takes it
+    (with its timeout) and gives it back at once, so every other waiter passes too. The response that completes
+    a call thus wakes the caller with one lock release, without a Condition's per-wait lock, waiter list and
+    re-acquisition. Before that, a waiter reads its answers itself where the correlator's channel lets it (the
+    module's docstring); ``_waker`` then wakes it when another thread completes the request. Response filters,
+    done callbacks, suspicions and offered answers are this class's."""
 
     def __init__(self, corr: RequestCorrelator | None, req_id: int, targets: Collection[Address],
                  options: RequestOptions) -> None:
-        self.corr = corr
-        self.req_id = req_id
-        self.options = options
-        self.rsps: dict[Address, Rsp] = dict(zip(targets, map(Rsp, targets)))
-        self._lock = RLock()                        # the answers, the counts, done, the callbacks (re-entrant,
+        lock = RLock()                              # the answers, the counts, done, the callbacks (re-entrant,
         #                                             as the Condition's RLock was: an RspFilter runs under it)
-        self._latch = threading.Lock()              # released once: complete or done (see the class docstring)
-        self._latch.acquire()
-        self._num_received = 0
-        self._num_suspected = 0
-        self.done = False
-        self._callbacks: list[Callable[[GroupRequest], None]] = []
-        self._notified = False                      # the latch is open and the callbacks taken
-        self._waker: Callable[[], None] | None = None  # wakes a waiter that reads its answers (read_while)
-        self._reader = 0                            # the first waiter's thread: its own completions wake nobody
         # with a response filter: answers other threads read, handed to a waiting caller (offer), which runs
         # the filter on its own thread (a caller waiting in an OOB handler would otherwise wait for them
         # behind itself in the OOB queue)
-        self._cv = threading.Condition(self._lock) if options.rsp_filter is not None else None
-        self._inbox: list[tuple[Message, Any]] = []
-        self._takers = 0                            # threads in _wait_filtered, or reserved by a caller (reserve)
-        self._reserved = False
+        cv = threading.Condition(lock) if options.rsp_filter is not None else None
+        self._setup(corr, req_id, dict(zip(targets, map(Rsp, targets))), options, lock, cv)
 
     # ---- responses and membership (receive threads)
 
-    def receive_response(self, value: Any, sender: Address,
-                         defer: Callable[..., None] | None = None) -> bool:
-        """Record ``sender``'s answer; False when the request does not expect one from it. ``defer(fn, *args)``:
-        where the done callbacks run (None: here)."""
-        rsp = self.rsps.get(sender)
-        if rsp is None:
-            return False
+    def _receive_filtered(self, rsp: Rsp, value: Any, sender: Address,
+                          defer: Callable[..., None] | None) -> bool:
+        """``receive_response`` (the core's) of a request with a response filter: the filter decides whether
+        the answer counts and whether the call needs more."""
         flt = self.options.rsp_filter
         with self._lock:
             if self.done:
                 return True
-            if not rsp.received:
-                accepted = flt is None or _filter_accepts(flt, value, sender)
-                if accepted:
-                    rsp.value = value
-                    rsp.received = True
-                    self._num_received += 1
-            if flt is not None and not _filter_needs_more(flt):
+            if not rsp.received and _filter_accepts(flt, value, sender):
+                rsp.value = value
+                rsp.received = True
+                self._num_received += 1
+            if not _filter_needs_more(flt):
                 self.done = True
             callbacks = self._notify(False)
         if callbacks:
@@ -284,55 +267,9 @@ class GroupRequest:
 
     # ---- completion
 
-    def _complete(self) -> bool:
-        if self.done:
-            return True
-        n = len(self.rsps)
-        mode = self.options.mode
-        got, susp = self._num_received, self._num_suspected
-        if mode == ResponseMode.GET_ALL:
-            return got + susp >= n
-        if mode == ResponseMode.GET_FIRST:
-            return got > 0 or susp >= n
-        if mode == ResponseMode.GET_MAJORITY:
-            return got + susp >= _majority(n)
-        if mode == ResponseMode.GET_ABS_MAJORITY:
-            return got >= _majority(n)
-        return True                                    # GET_NONE
-
     def is_complete(self) -> bool:
         with self._lock:
             return self._complete()
-
-    def wait(self, timeout_ms: float) -> bool:
-        """Wait until the answers are complete or ``timeout_ms`` passed (<= 0: for ever); True if complete.
-        The request is then done: the correlator forgets it, later answers are dropped."""
-        with self._lock:
-            waiting = not self._notified and not self._complete()
-        timeout = min(timeout_ms / 1000.0, threading.TIMEOUT_MAX) if timeout_ms > 0 else -1
-        if waiting and self.corr is not None and self.corr.read_while is not None:
-            timeout = self._read_answers(self.corr, timeout)
-        if waiting:
-            if self._cv is not None:
-                self._wait_filtered(timeout)
-            elif not self._notified and self._latch.acquire(True, timeout):   # (notified: the latch is open)
-                self._latch.release()                  # the next waiter passes too
-        with self._lock:
-            complete = self._complete()
-            self.done = True
-            callbacks = self._notify(True)
-        self._forget(callbacks)
-        return complete
-
-    def _read_answers(self, corr: RequestCorrelator, timeout: float) -> float:
-        """Read the answers on this thread while they are due (see the class docstring); the time left."""
-        assert corr.read_while is not None
-        start = time.monotonic()
-        if self._waker is None:                        # (kept: a second waiter may be the one that reads)
-            self._reader = threading.get_ident()
-            self._waker = corr.wake_reader
-        corr.read_while(self._pending, timeout, self._consume)
-        return timeout if timeout < 0 else max(0.0, timeout - (time.monotonic() - start))
 
     def reserve(self) -> None:
         """Before the request is sent, by a caller that will :meth:`wait` for it: answers read before it waits
@@ -391,27 +328,6 @@ class GroupRequest:
             for msg, hdr in batch:
                 corr._handle_response(msg, hdr)
 
-    def _pending(self) -> bool:
-        return not self._notified and not self._inbox
-
-    def _consume(self, msg: Message) -> bool:
-        """Handle ``msg`` here if it answers this request; False: not ours."""
-        hdr = msg.get_header(CORRELATOR_ID)
-        if (type(hdr) is not RequestCorrelatorHeader or hdr.type != RSP or hdr.id != self.req_id
-                or hdr.corr_id != CORRELATOR_ID):
-            return False
-        assert self.corr is not None
-        self.corr._handle_response(msg, hdr)
-        return True
-
-    def _forget(self, callbacks: list[Callable[[GroupRequest], None]] | None) -> None:
-        """The request is done (``_notify(True)`` returned ``callbacks``): the correlator forgets it, then the
-        callbacks run."""
-        if self.corr is not None:
-            self.corr.done(self.req_id)
-        if callbacks:
-            self._run(callbacks)
-
     def cancel(self) -> bool:
         with self._lock:
             was = not self.done
@@ -443,20 +359,6 @@ class GroupRequest:
                 self._callbacks.append(fn)
                 return
         fn(self)
-
-    def _notify(self, force: bool) -> list[Callable[[GroupRequest], None]] | None:
-        """Under ``_lock``, after a change: the first time the request is complete (or ``force``: done), open
-        the latch and hand back the callbacks to run (outside the lock); else None."""
-        if self._notified or not (force or self._complete()):
-            return None
-        self._notified = True
-        self._latch.release()
-        if self._cv is not None:
-            self._cv.notify_all()
-        if self._waker is not None and threading.get_ident() != self._reader:
-            self._waker()                              # a waiter reading its answers: another thread settled it
-        callbacks, self._callbacks = self._callbacks, []
-        return callbacks
 
     def _run(self, callbacks: list[Callable[[GroupRequest], None]]) -> None:
         for fn in callbacks:

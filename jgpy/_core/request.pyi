@@ -1,0 +1,37 @@
+"""Types of jgpy._core.request (Cython): the C half of a remote call (``GroupRequest`` derives from it)."""
+
+from typing import Any, Callable
+
+from typing_extensions import disjoint_base
+
+from jgpy._core.message import Message
+
+@disjoint_base
+class RequestCore:
+    """The answers of a call by member, their counts, done and the latch its caller waits on."""
+
+    corr: Any
+    req_id: int
+    options: Any
+    rsps: dict[Any, Any]
+    done: bool
+    _notified: bool
+    _num_received: int
+    _num_suspected: int
+    _lock: Any
+    _cv: Any
+    _callbacks: list[Callable[[Any], None]]
+    _inbox: list[tuple[Message, Any]]
+    _waker: Callable[[], None] | None
+    _reader: int
+    _takers: int
+    _reserved: bool
+
+    def _setup(self, corr: Any, req_id: int, rsps: dict[Any, Any], options: Any, lock: Any, cv: Any) -> None: ...
+    def _complete(self) -> bool: ...
+    def _notify(self, force: bool) -> list[Callable[[Any], None]] | None: ...
+    def receive_response(self, value: Any, sender: Any, defer: Callable[..., None] | None = None) -> bool: ...
+    def _consume(self, msg: Message) -> bool: ...
+    def _pending(self) -> bool: ...
+    def wait(self, timeout_ms: float) -> bool: ...
+    def _forget(self, callbacks: list[Callable[[Any], None]] | None) -> None: ...

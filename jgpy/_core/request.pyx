@@ -1,0 +1,253 @@
+# cython: language_level=3
+"""What every remote call runs through, in C: the core ``GroupRequest`` (``jgpy/blocks/correlator.py``) derives
+from. It holds the answers by member, their counts, ``done`` and the latch a caller waits on, and runs a call's
+common steps: an answer without a response filter (:meth:`RequestCore.receive_response`), completion
+(``_complete``, ``_notify``), the caller's wait without a filter (:meth:`RequestCore.wait`, reading its answers
+on its own thread through the correlator's ``read_while``) and the answer a reading caller takes
+(``_consume``). Anything that runs application code (response filters, done callbacks) or is rare
+(suspicions, views, offers) stays in the Python class, which calls back in here.
+
+The latch is a C lock taken at creation and released once, when the request first becomes complete or done; a
+waiter takes it with its timeout (the GIL released, signals handled as ``threading.Lock.acquire`` handles them)
+and gives it back at once, so every other waiter passes too.
+"""
+
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.pythread cimport (PY_LOCK_ACQUIRED, PY_LOCK_INTR, PyLockStatus, PyThread_acquire_lock,
+                               PyThread_allocate_lock, PyThread_free_lock, PyThread_get_thread_ident,
+                               PyThread_release_lock, PyThread_type_lock, WAIT_LOCK)
+from libc.stdint cimport int64_t
+
+from jgpy._core.clock cimport monotonic_ns
+from jgpy._core.headers cimport RequestCorrelatorHeader
+from jgpy._core.message cimport Message
+
+cdef extern from "pythread.h":
+    ctypedef long long PY_TIMEOUT_T
+    PyLockStatus PyThread_acquire_lock_timed(PyThread_type_lock lock, PY_TIMEOUT_T microseconds,
+                                             int intr_flag) nogil
+
+cdef enum:
+    CORRELATOR_ID = 201
+    RSP = 1
+    GET_FIRST = 1
+    GET_ALL = 2
+    GET_MAJORITY = 3
+    GET_ABS_MAJORITY = 4
+
+#: longer waits than this (seconds) wait for ever (a deadline in ns must fit in 63 bits)
+cdef double _FOREVER_S = 1e9
+
+
+cdef inline Py_ssize_t _majority(Py_ssize_t n) noexcept:
+    return n if n < 2 else n // 2 + 1
+
+
+cdef class RequestCore:
+    """The C half of ``GroupRequest`` (see the module docstring). Its fields are the request's: ``corr``,
+    ``req_id``, ``options``, ``rsps`` ({member: Rsp}), ``done``, and the state the Python half shares."""
+
+    cdef public object corr
+    cdef public object req_id
+    cdef public object options
+    cdef public dict rsps
+    cdef public bint done
+    cdef public bint _notified                # the latch is open and the callbacks taken
+    cdef public Py_ssize_t _num_received
+    cdef public Py_ssize_t _num_suspected
+    cdef public object _lock                  # an RLock: the answers, the counts, done, the callbacks
+    cdef public object _cv                    # a Condition on _lock with a response filter, else None
+    cdef public list _callbacks
+    cdef public list _inbox                   # answers other threads offered a filtering caller
+    cdef public object _waker                 # wakes a waiter that reads its answers (read_while)
+    cdef public unsigned long _reader         # the first such waiter's thread: its own completions wake nobody
+    cdef public Py_ssize_t _takers            # threads in _wait_filtered, or reserved by a caller (reserve)
+    cdef public bint _reserved
+    cdef object _filter                       # options.rsp_filter, as the request was made
+    cdef int _mode
+    cdef object _acquire, _release            # _lock's methods
+    cdef PyThread_type_lock _latch
+    cdef bint _latch_held
+
+    def __cinit__(self, *args, **kwargs):
+        self._latch = PyThread_allocate_lock()
+        if self._latch == NULL:
+            raise MemoryError("cannot allocate a request's latch")
+        PyThread_acquire_lock(self._latch, WAIT_LOCK)
+        self._latch_held = True
+
+    def __dealloc__(self):
+        if self._latch != NULL:
+            if self._latch_held:
+                PyThread_release_lock(self._latch)
+            PyThread_free_lock(self._latch)
+
+    def _setup(self, corr, req_id, dict rsps, options, lock, cv):
+        """Called once by the Python half's constructor: the request's fields and its lock (and Condition)."""
+        self.corr = corr
+        self.req_id = req_id
+        self.options = options
+        self.rsps = rsps
+        self._filter = options.rsp_filter
+        self._mode = options.mode
+        self._lock = lock
+        self._acquire = lock.acquire
+        self._release = lock.release
+        self._cv = cv
+        self._callbacks = []
+        self._inbox = []
+
+    # ---- completion (under _lock)
+
+    cdef int _is_complete(self) except -1:
+        cdef Py_ssize_t n, got = self._num_received, susp = self._num_suspected
+        if self.done:
+            return True
+        n = len(self.rsps) if self.rsps is not None else 0
+        if self._mode == GET_ALL:
+            return got + susp >= n
+        if self._mode == GET_FIRST:
+            return got > 0 or susp >= n
+        if self._mode == GET_MAJORITY:
+            return got + susp >= _majority(n)
+        if self._mode == GET_ABS_MAJORITY:
+            return got >= _majority(n)
+        return True                                    # GET_NONE
+
+    def _complete(self):
+        return self._is_complete() != 0
+
+    cdef object _open(self, bint force):
+        """After a change, under ``_lock``: the first time the request is complete (or ``force``: done), open the
+        latch and return the done callbacks to run outside the lock (None: none, or not now)."""
+        cdef list callbacks
+        if self._notified or not (force or self._is_complete()):
+            return None
+        self._notified = True
+        if self._latch_held:
+            self._latch_held = False
+            PyThread_release_lock(self._latch)
+        if self._cv is not None:
+            self._cv.notify_all()
+        if self._waker is not None and <unsigned long>PyThread_get_thread_ident() != self._reader:
+            self._waker()                              # a waiter reading its answers: another thread settled it
+        callbacks = self._callbacks
+        if not callbacks:
+            return None
+        self._callbacks = []
+        return callbacks
+
+    def _notify(self, bint force):
+        return self._open(force)
+
+    # ---- an answer
+
+    def receive_response(self, value, sender, defer=None):
+        """Record ``sender``'s answer; False when the request does not expect one from it. ``defer(fn, *args)``:
+        where the done callbacks run (None: here). With a response filter: the Python half's
+        ``_receive_filtered``."""
+        rsp = self.rsps.get(sender)
+        if rsp is None:
+            return False
+        if self._filter is not None:
+            return self._receive_filtered(rsp, value, sender, defer)
+        self._acquire()
+        try:
+            if self.done:
+                return True
+            if not rsp.received:
+                rsp.value = value
+                rsp.received = True
+                self._num_received += 1
+            callbacks = self._open(False)
+        finally:
+            self._release()
+        if callbacks:
+            if defer is not None:
+                defer(self._run, callbacks)
+            else:
+                self._run(callbacks)
+        return True
+
+    def _consume(self, Message msg):
+        """Handle ``msg`` here if it answers this request; False: not ours."""
+        hdr = msg.header(CORRELATOR_ID)
+        if type(hdr) is not RequestCorrelatorHeader:
+            return False
+        h = <RequestCorrelatorHeader>hdr
+        if h.type != RSP or h.id != self.req_id or h.corr_id != CORRELATOR_ID:
+            return False
+        self.corr._handle_response(msg, hdr)
+        return True
+
+    def _pending(self):
+        return not self._notified and not self._inbox
+
+    # ---- the caller
+
+    def wait(self, double timeout_ms):
+        """Wait until the answers are complete or ``timeout_ms`` passed (<= 0: for ever); True if complete.
+        The request is then done: the correlator forgets it, later answers are dropped."""
+        cdef bint waiting, complete
+        cdef double timeout = timeout_ms / 1000.0 if timeout_ms > 0 else -1.0
+        self._acquire()
+        try:
+            waiting = not self._notified and not self._is_complete()
+        finally:
+            self._release()
+        if timeout > _FOREVER_S:
+            timeout = -1.0
+        if waiting and self.corr is not None and self.corr.read_while is not None:
+            timeout = self._read_answers(self.corr, timeout)
+        if waiting:
+            if self._cv is not None:
+                self._wait_filtered(timeout)
+            elif not self._notified and self._await_latch(timeout):
+                PyThread_release_lock(self._latch)     # the next waiter passes too
+        self._acquire()
+        try:
+            complete = self._is_complete()
+            self.done = True
+            callbacks = self._open(True)
+        finally:
+            self._release()
+        self._forget(callbacks)
+        return complete
+
+    cdef double _read_answers(self, corr, double timeout) except? -2.0:
+        """Read the answers on this thread while they are due (see the correlator's docstring); the time left."""
+        cdef int64_t start = monotonic_ns()
+        cdef double left
+        if self._waker is None:                        # (kept: a second waiter may be the one that reads)
+            self._reader = <unsigned long>PyThread_get_thread_ident()
+            self._waker = corr.wake_reader
+        corr.read_while(self._pending, timeout, self._consume)
+        if timeout < 0:
+            return timeout
+        left = timeout - (monotonic_ns() - start) / 1e9
+        return left if left > 0 else 0.0
+
+    cdef bint _await_latch(self, double timeout) except -1:
+        """Take the latch within ``timeout`` seconds (< 0: for ever), the GIL released; True if taken."""
+        cdef PyLockStatus r
+        cdef PY_TIMEOUT_T us = -1
+        cdef int64_t deadline = 0, left
+        if timeout >= 0:
+            deadline = monotonic_ns() + <int64_t>(timeout * 1e9)
+        while True:
+            if timeout >= 0:
+                left = deadline - monotonic_ns()
+                us = left // 1000 if left > 0 else 0
+            with nogil:
+                r = PyThread_acquire_lock_timed(self._latch, us, 1)
+            if r != PY_LOCK_INTR:
+                return r == PY_LOCK_ACQUIRED
+            PyErr_CheckSignals()                       # a signal handler's exception ends the wait
+
+    def _forget(self, callbacks):
+        """The request is done (``_notify(True)`` returned ``callbacks``): the correlator forgets it, then the
+        callbacks run."""
+        if self.corr is not None:
+            self.corr.done(self.req_id)
+        if callbacks:
+            self._run(callbacks)
