@@ -209,7 +209,10 @@ class _StackTop(Protocol):
         if oob:
             consume = relays.consume                      # a waiting caller reading: its answers are its own
             if consume is not None:
-                oob = list(filterfalse(consume, oob))
+                if len(oob) == 1:
+                    oob = None if consume(oob[0]) else oob
+                else:
+                    oob = list(filterfalse(consume, oob))
             interceptors = self.interceptors
             if interceptors and oob:
                 oob = [m for m in oob if not self._intercepted(interceptors, m)]
