@@ -306,6 +306,38 @@ def test_responses_are_matched_to_request_and_member():
     assert not corr.receive_message(foreign)
 
 
+@pytest.mark.parametrize("payload", [b"\x13" + bytes(100), b"\x13", b"", b"\x12x", b"\x02\xac\xed\x00\x05\x75",
+                                     bytearray(b"\x13ab")])
+def test_a_reading_caller_takes_an_answer_as_the_correlator_does(payload):
+    """What a caller reading its own answers takes (``_consume``: a byte[] answer read in C) ends as the
+    correlator's ``receive_message`` ends: the same value, the same counters; another member's, an unknown
+    id's or an answer after the request was done too."""
+    from jgpy import UUID
+    peer, other = UUID(2, 2), UUID(3, 3)
+    outcomes = []
+    for way in ("consume", "correlator"):
+        corr, sent, me = _corr([UUID(1, 1), peer, other])
+        r = GroupRequest(corr, corr.next_id(), [peer], RequestOptions())
+        corr.send_request(r, Message(None, b"x"), None)
+        # (what the caller does not take goes on to the correlator's interceptor, as on a receive thread)
+        take = (lambda m: r._consume(m) or corr.intercept(m)) if way == "consume" else corr.receive_message
+        got = []
+        for src, rid in ((other, r.req_id), (peer, r.req_id + 1000), (peer, r.req_id)):
+            m = Message(None, payload, src)
+            m.put_header(CORRELATOR_ID, RequestCorrelatorHeader(RSP, rid, False, CORRELATOR_ID))
+            got.append(take(m))
+        value = r.results()[peer].value
+        r.cancel()
+        m = Message(None, payload, peer)
+        m.put_header(CORRELATOR_ID, RequestCorrelatorHeader(RSP, r.req_id, False, CORRELATOR_ID))
+        got.append(take(m))                                              # after the request was done
+        outcomes.append((got if way == "correlator" else None, repr(value) if isinstance(value, Exception) else value,
+                         r.results()[peer].received, corr.stats()))
+    (_, *consumed), (_, *general) = outcomes
+    assert consumed == general
+    assert outcomes[0][1] == (bytes(payload[1:]) if payload[:1] == b"\x13" else outcomes[0][1])
+
+
 def _waiters(req, n, timeout_ms):
     """``n`` threads in ``req.wait(timeout_ms)``; their results land in the returned list."""
     out: list = []

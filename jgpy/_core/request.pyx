@@ -12,6 +12,7 @@ waiter takes it with its timeout (the GIL released, signals handled as ``threadi
 and gives it back at once, so every other waiter passes too.
 """
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.pythread cimport (PY_LOCK_ACQUIRED, PY_LOCK_INTR, PyLockStatus, PyThread_acquire_lock,
                                PyThread_allocate_lock, PyThread_free_lock, PyThread_get_thread_ident,
@@ -30,6 +31,7 @@ cdef extern from "pythread.h":
 cdef enum:
     CORRELATOR_ID = 201
     RSP = 1
+    TAG_BYTEARRAY = 19            # Util.objectToByteBuffer's tag of a byte[]
     GET_FIRST = 1
     GET_ALL = 2
     GET_MAJORITY = 3
@@ -151,6 +153,10 @@ cdef class RequestCore:
             return False
         if self._filter is not None:
             return self._receive_filtered(rsp, value, sender, defer)
+        return self._answer(rsp, value, defer)
+
+    cdef bint _answer(self, rsp, value, defer) except -1:
+        """``receive_response`` of member ``rsp`` without a response filter."""
         self._acquire()
         try:
             if self.done:
@@ -170,14 +176,29 @@ cdef class RequestCore:
         return True
 
     def _consume(self, Message msg):
-        """Handle ``msg`` here if it answers this request; False: not ours."""
+        """Handle ``msg`` here if it answers this request; False: not ours. A ``byte[]`` answer from one of the
+        request's members is taken here, as the correlator's ``_handle_response`` takes it (counted, the value
+        read); any other answer goes to that method."""
+        cdef object buf
+        cdef const char* p
         hdr = msg.header(CORRELATOR_ID)
         if type(hdr) is not RequestCorrelatorHeader:
             return False
         h = <RequestCorrelatorHeader>hdr
         if h.type != RSP or h.id != self.req_id or h.corr_id != CORRELATOR_ID:
             return False
-        self.corr._handle_response(msg, hdr)
+        buf = msg._buf
+        rsp = self.rsps.get(msg.src)
+        if (rsp is None or self.done or self._filter is not None or type(buf) is not bytes or msg._len < 1
+                or msg._off + msg._len > PyBytes_GET_SIZE(buf)):
+            self.corr._handle_response(msg, hdr)
+            return True
+        p = PyBytes_AS_STRING(buf) + msg._off
+        if p[0] != TAG_BYTEARRAY:
+            self.corr._handle_response(msg, hdr)
+            return True
+        self.corr.responses_received += 1
+        self._answer(rsp, PyBytes_FromStringAndSize(p + 1, msg._len - 1), None)
         return True
 
     def _pending(self):
