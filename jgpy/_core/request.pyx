@@ -40,6 +40,27 @@ cdef enum:
 #: longer waits than this (seconds) wait for ever (a deadline in ns must fit in 63 bits)
 cdef double _FOREVER_S = 1e9
 
+# set by configure(): the Python half's answer type (Rsp) and how an RspList takes a dict it owns
+cdef object _rsp_type = None
+cdef object _rsp_new = None
+cdef object _rsplist_owning = None
+
+
+def configure(rsp_type, rsplist_owning) -> None:
+    """What the core takes from ``jgpy.blocks.correlator``: the type of one member's answer (``Rsp``: its fields
+    ``sender``, ``value``, ``received``, ``suspected``) and ``RspList._owning`` (a list over a dict it owns)."""
+    global _rsp_type, _rsp_new, _rsplist_owning
+    _rsp_type, _rsp_new, _rsplist_owning = rsp_type, rsp_type.__new__, rsplist_owning
+
+
+cdef object _new_rsp(sender, value, bint received, bint suspected):
+    r = _rsp_new(_rsp_type)
+    r.sender = sender
+    r.value = value
+    r.received = received
+    r.suspected = suspected
+    return r
+
 
 cdef inline Py_ssize_t _majority(Py_ssize_t n) noexcept:
     return n if n < 2 else n // 2 + 1
@@ -84,8 +105,14 @@ cdef class RequestCore:
                 PyThread_release_lock(self._latch)
             PyThread_free_lock(self._latch)
 
-    def _setup(self, corr, req_id, dict rsps, options, lock, cv):
-        """Called once by the Python half's constructor: the request's fields and its lock (and Condition)."""
+    def _setup(self, corr, req_id, targets, options, lock, cv):
+        """Called once by the Python half's constructor: the request's fields, an answer (not received) for each
+        of ``targets``, its lock (and Condition)."""
+        cdef dict rsps = {}
+        if _rsp_type is None:
+            raise RuntimeError("jgpy._core.request.configure() was not called (import jgpy.blocks.correlator)")
+        for a in targets:
+            rsps[a] = _new_rsp(a, None, False, False)
         self.corr = corr
         self.req_id = req_id
         self.options = options
@@ -205,6 +232,28 @@ cdef class RequestCore:
         return not self._notified and not self._inbox
 
     # ---- the caller
+
+    def reserve(self):
+        """Before the request is sent, by a caller that will :meth:`wait` for it: answers read before it waits
+        are offered to it as well (with a response filter)."""
+        if self._cv is not None:
+            self._acquire()
+            try:
+                self._takers += 1
+                self._reserved = True
+            finally:
+                self._release()
+
+    def results(self):
+        """The answers so far, by member (an ``RspList`` of copies)."""
+        cdef dict out = {}
+        self._acquire()
+        try:
+            for a, r in self.rsps.items():
+                out[a] = _new_rsp(a, r.value, r.received, r.suspected)
+        finally:
+            self._release()
+        return _rsplist_owning(out)
 
     def wait(self, double timeout_ms):
         """Wait until the answers are complete or ``timeout_ms`` passed (<= 0: for ever); True if complete.

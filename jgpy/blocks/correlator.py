@@ -32,11 +32,12 @@ import threading
 import time
 from _thread import RLock
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Mapping, Protocol
 
 from jgpy._core.address import Address
 from jgpy._core.message import Message
 from jgpy._core.request import RequestCore
+from jgpy._core.request import configure as configure_request_core
 from jgpy.errors import JgpyError
 from jgpy.headers import MultiDestinationHeader, RequestCorrelatorHeader
 from jgpy.javaser import JavaSerializationError
@@ -221,7 +222,7 @@ class GroupRequest(RequestCore):
         # the filter on its own thread (a caller waiting in an OOB handler would otherwise wait for them
         # behind itself in the OOB queue)
         cv = threading.Condition(lock) if options.rsp_filter is not None else None
-        self._setup(corr, req_id, dict(zip(targets, map(Rsp, targets))), options, lock, cv)
+        self._setup(corr, req_id, targets, options, lock, cv)
 
     # ---- responses and membership (receive threads)
 
@@ -270,14 +271,6 @@ class GroupRequest(RequestCore):
     def is_complete(self) -> bool:
         with self._lock:
             return self._complete()
-
-    def reserve(self) -> None:
-        """Before the request is sent, by a caller that will :meth:`wait` for it: answers read before it waits
-        are offered to it as well (with a response filter)."""
-        if self._cv is not None:
-            with self._lock:
-                self._takers += 1
-                self._reserved = True
 
     def offer(self, msg: Message, hdr: Any) -> bool:
         """On a receive thread: hand the answer ``msg`` to a caller waiting for this request (one with a
@@ -336,14 +329,9 @@ class GroupRequest(RequestCore):
         self._forget(callbacks)
         return was
 
-    def results(self) -> RspList:
-        with self._lock:
-            out = {}
-            for a, r in self.rsps.items():              # (copies, as a loop: the caller's hot path)
-                c = _new_rsp(Rsp)
-                c.sender, c.value, c.received, c.suspected = a, r.value, r.received, r.suspected
-                out[a] = c
-        return RspList._owning(out)
+    if TYPE_CHECKING:
+        def results(self) -> RspList:
+            """The answers so far, by member (copies): the core's."""
 
     # ---- the future API
 
@@ -368,7 +356,7 @@ class GroupRequest(RequestCore):
                 log.exception("a request's done callback failed")
 
 
-_new_rsp = Rsp.__new__
+configure_request_core(Rsp, RspList._owning)
 
 
 def _filter_accepts(flt: RspFilter, value: Any, sender: Address) -> bool:
