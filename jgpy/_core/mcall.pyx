@@ -521,6 +521,7 @@ cdef object _string_array_desc = None
 cdef object _byte_array_desc = None
 cdef dict _box_descs = {}         # "Integer" ... -> descriptor
 cdef uint64_t _nan_bits = 0       # Java's canonical NaN, as the general writer writes it
+cdef dict _CLASS_DESCS = {}       # type name -> the descriptor of its Class object (bounded by MAX_DESC_INFO)
 cdef dict _DESC_INFO = {}         # id(descriptor) -> (name, head, super, descriptor): by identity, as a frozen
 #                                   dataclass's hash is Python code (five lookups per call); the entry keeps it alive
 
@@ -540,6 +541,7 @@ def configure_writer(desc_info, class_object_desc, java_object_type, jlong_type,
     _box_descs = dict(box_descs)
     _nan_bits = int.from_bytes(nan_bits, "big")
     _DESC_INFO.clear()
+    _CLASS_DESCS.clear()
 
 
 class _NotHere(Exception):
@@ -805,7 +807,12 @@ cdef class _Out:
         if h >= 0:
             return self.ref(h)
         self.put1(TC_CLASS)
-        self.desc(_class_object_desc(name))
+        d = _CLASS_DESCS.get(name)
+        if d is None:
+            d = _class_object_desc(name)
+            if len(_CLASS_DESCS) < MAX_DESC_INFO:
+                _CLASS_DESCS[name] = d
+        self.desc(d)
         _named_add(&self._classes, self.classes, name, self.next)
         self.next += 1
         return 0
