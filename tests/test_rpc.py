@@ -280,6 +280,41 @@ def test_outstanding_requests_are_bounded():
     assert not corr.requests and all(r.done for r in reqs)
 
 
+def test_a_request_goes_once_to_each_destination_and_a_failed_send_forgets_it():
+    """send_request: one copy per destination (the last is the message itself), each with the REQ header; a
+    GET_NONE request is not remembered; an exclusion list takes the multi-destination header; a send that
+    raises leaves no request behind."""
+    from jgpy import UUID
+    from jgpy.headers import MultiDestinationHeader
+    a, b, c = UUID(2, 2), UUID(3, 3), UUID(4, 4)
+    corr, sent, me = _corr([UUID(1, 1), a, b, c])
+    ids = [corr.next_id() for _ in range(3)]
+    assert ids == [ids[0], ids[0] + 1, ids[0] + 2]
+    r = GroupRequest(corr, corr.next_id(), [a, b], RequestOptions())
+    msg = Message(None, b"x")
+    corr.send_request(r, msg, [a, b])
+    assert [m.dest for m in sent.msgs] == [a, b] and sent.msgs[-1] is msg and sent.msgs[0] is not msg
+    for m in sent.msgs:
+        h = m.get_header(CORRELATOR_ID)
+        assert (type(h), h.type, h.id, h.rsp_expected) == (RequestCorrelatorHeader, REQ, r.req_id, True)
+    assert corr.requests == {r.req_id: r} and corr.stats()["requests_sent"] == 1
+    n = GroupRequest(corr, corr.next_id(), [a], RequestOptions(ResponseMode.GET_NONE))
+    corr.send_request(n, Message(None, b"y"), None)
+    assert not sent.msgs[-1].get_header(CORRELATOR_ID).rsp_expected and n.req_id not in corr.requests
+    x = GroupRequest(corr, corr.next_id(), [a, b], RequestOptions(exclusion_list=[c]))
+    corr.send_request(x, Message(None, b"z"), None)
+    h = sent.msgs[-1].get_header(CORRELATOR_ID)
+    assert type(h) is MultiDestinationHeader and list(h.exclusion_list) == [c]
+
+    def broken(m):
+        raise OSError("down")
+    corr._send = broken
+    f = GroupRequest(corr, corr.next_id(), [a], RequestOptions())
+    with pytest.raises(OSError):
+        corr.send_request(f, Message(None, b"w"), [a])
+    assert f.req_id not in corr.requests and corr.stats()["requests_sent"] == 3
+
+
 def test_responses_are_matched_to_request_and_member():
     from jgpy import UUID
     peer, other = UUID(2, 2), UUID(3, 3)

@@ -20,8 +20,9 @@ from cpython.pythread cimport (PY_LOCK_ACQUIRED, PY_LOCK_INTR, PyLockStatus, PyT
 from libc.stdint cimport int64_t
 
 from jgpy._core.clock cimport monotonic_ns
-from jgpy._core.headers cimport RequestCorrelatorHeader
+from jgpy._core.headers cimport MultiDestinationHeader, RequestCorrelatorHeader
 from jgpy._core.message cimport Message
+from jgpy.errors import JgpyError
 
 cdef extern from "pythread.h":
     ctypedef long long PY_TIMEOUT_T
@@ -30,12 +31,14 @@ cdef extern from "pythread.h":
 
 cdef enum:
     CORRELATOR_ID = 201
+    REQ = 0
     RSP = 1
     TAG_BYTEARRAY = 19            # Util.objectToByteBuffer's tag of a byte[]
     GET_FIRST = 1
     GET_ALL = 2
     GET_MAJORITY = 3
     GET_ABS_MAJORITY = 4
+    GET_NONE = 6
 
 #: longer waits than this (seconds) wait for ever (a deadline in ns must fit in 63 bits)
 cdef double _FOREVER_S = 1e9
@@ -317,7 +320,76 @@ cdef class RequestCore:
     def _forget(self, callbacks):
         """The request is done (``_notify(True)`` returned ``callbacks``): the correlator forgets it, then the
         callbacks run."""
-        if self.corr is not None:
-            self.corr.done(self.req_id)
+        corr = self.corr
+        if isinstance(corr, CorrelatorCore):
+            (<CorrelatorCore>corr)._done(self.req_id)
+        elif corr is not None:
+            corr.done(self.req_id)
         if callbacks:
             self._run(callbacks)
+
+
+cdef class CorrelatorCore:
+    """The C half of ``RequestCorrelator`` (``jgpy/blocks/correlator.py``): our outstanding requests by id
+    (``requests``, at most ``max_outstanding``, under ``_lock``), their ids, and a request's way out
+    (:meth:`send_request`, through ``_send``)."""
+
+    cdef public dict requests
+    cdef public object _lock
+    cdef public object _send
+    cdef public Py_ssize_t max_outstanding
+    cdef public int64_t requests_sent
+    cdef int64_t _last_id
+
+    def next_id(self):
+        """A new request id (1, 2, ...; one C step: atomic under the GIL)."""
+        self._last_id += 1
+        return self._last_id
+
+    def send_request(self, RequestCore req, Message msg, dests):
+        """Send ``msg`` as request ``req`` (multicast when ``dests`` is None, else one copy per destination);
+        a GET_NONE request is not remembered (rsp_expected false)."""
+        cdef Message m
+        cdef Py_ssize_t i, n
+        cdef bint expect = req._mode != GET_NONE
+        excl = req.options.exclusion_list
+        if excl:
+            hdr = MultiDestinationHeader(REQ, req.req_id, expect, CORRELATOR_ID, list(excl))
+        else:
+            hdr = RequestCorrelatorHeader(REQ, req.req_id, expect, CORRELATOR_ID)
+        msg.put(CORRELATOR_ID, hdr)
+        if expect:
+            self._lock.acquire()
+            try:
+                if len(self.requests) >= self.max_outstanding:
+                    raise JgpyError(f"{len(self.requests)} requests are waiting for answers already "
+                                    f"(max_outstanding={self.max_outstanding})")
+                self.requests[req.req_id] = req
+            finally:
+                self._lock.release()
+        try:
+            if dests is None:
+                self._send(msg)
+            else:
+                dests = list(dests)
+                n = len(dests)
+                for i in range(n):
+                    m = msg if i == n - 1 else msg.copy(True)
+                    m.dest = dests[i]
+                    self._send(m)
+            self.requests_sent += 1
+        except BaseException:
+            self._done(req.req_id)
+            raise
+
+    cdef int _done(self, req_id) except -1:
+        self._lock.acquire()
+        try:
+            self.requests.pop(req_id, None)
+        finally:
+            self._lock.release()
+        return 0
+
+    def done(self, req_id):
+        """Forget request ``req_id`` (its answers are dropped from now on)."""
+        self._done(req_id)

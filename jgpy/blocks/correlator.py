@@ -26,7 +26,6 @@ nobody waiting, to the OOB thread; done callbacks are handed to the OOB thread.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Mapping, 
 
 from jgpy._core.address import Address
 from jgpy._core.message import Message
-from jgpy._core.request import RequestCore
+from jgpy._core.request import CorrelatorCore, RequestCore
 from jgpy._core.request import configure as configure_request_core
 from jgpy.errors import JgpyError
 from jgpy.headers import MultiDestinationHeader, RequestCorrelatorHeader
@@ -419,7 +418,7 @@ class RequestHandler(Protocol):
     def handle(self, msg: Message) -> Any: ...
 
 
-class RequestCorrelator:
+class RequestCorrelator(CorrelatorCore):
     """Sends requests with header 201, matches responses to them, and answers requests with ``handler``.
 
     ``send`` puts a message down the channel; ``members`` returns the current members (None: no view yet).
@@ -444,7 +443,6 @@ class RequestCorrelator:
         self.max_outstanding = max_outstanding
         self.requests: dict[int, GroupRequest] = {}
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
         self._rl = RateLimitedLog(log)
         self.started = True
         # counters
@@ -458,43 +456,7 @@ class RequestCorrelator:
         self.malformed_responses = 0
         self.unmarshallable_results = 0
 
-    def next_id(self) -> int:
-        return next(self._ids)
-
-    # ---- sending
-
-    def send_request(self, req: GroupRequest, msg: Message, dests: Collection[Address] | None) -> None:
-        """Send ``msg`` as request ``req`` (multicast when ``dests`` is None, else one copy per destination);
-        a GET_NONE request is not remembered (rsp_expected false)."""
-        opts = req.options
-        expect = opts.mode != ResponseMode.GET_NONE
-        if opts.exclusion_list:
-            hdr: Any = MultiDestinationHeader(REQ, req.req_id, expect, CORRELATOR_ID, list(opts.exclusion_list))
-        else:
-            hdr = RequestCorrelatorHeader(REQ, req.req_id, expect, CORRELATOR_ID)
-        msg.put_header(CORRELATOR_ID, hdr)
-        if expect:
-            with self._lock:
-                if len(self.requests) >= self.max_outstanding:
-                    raise JgpyError(f"{len(self.requests)} requests are waiting for answers already "
-                                    f"(max_outstanding={self.max_outstanding})")
-                self.requests[req.req_id] = req
-        try:
-            if dests is None:
-                self._send(msg)
-            else:
-                for i, d in enumerate(dests):
-                    m = msg if i == len(dests) - 1 else msg.copy(True)
-                    m.dest = d
-                    self._send(m)
-            self.requests_sent += 1
-        except BaseException:
-            self.done(req.req_id)
-            raise
-
-    def done(self, req_id: int) -> None:
-        with self._lock:
-            self.requests.pop(req_id, None)
+    # ---- sending: the core's next_id, send_request and done
 
     def stop(self) -> None:
         """Forget every outstanding request: their callers return what they have (not received)."""
