@@ -13,7 +13,7 @@ then does the whole stream, and gives its value, its bytes or its error."""
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_FromVoidPtr
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.list cimport PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeASCII
@@ -507,6 +507,7 @@ def spans_held() -> int:
 cdef enum:
     MAX_BLOCK = 1024              # the general writer's block data size (ObjectOutputStream's)
     NAMED_INLINE = 8              # descriptor / Class handles a stream keeps in C arrays (a call has 3-6)
+    HOT_DESCS = 64                # a direct-mapped cache of _DESC_INFO by the descriptor's address
     MAX_DESC_INFO = 512           # descriptors remembered (class objects of type names: the writer's own bound)
 
 # set by configure_writer()
@@ -522,6 +523,40 @@ cdef object _byte_array_desc = None
 cdef dict _box_descs = {}         # "Integer" ... -> descriptor
 cdef uint64_t _nan_bits = 0       # Java's canonical NaN, as the general writer writes it
 cdef dict _CLASS_DESCS = {}       # type name -> the descriptor of its Class object (bounded by MAX_DESC_INFO)
+cdef PyObject* _hot_desc[HOT_DESCS]   # owned references: a descriptor and its _DESC_INFO entry, by address
+cdef PyObject* _hot_info[HOT_DESCS]
+
+
+cdef void _hot_clear() noexcept:
+    cdef int i
+    for i in range(HOT_DESCS):
+        Py_XDECREF(_hot_desc[i])
+        Py_XDECREF(_hot_info[i])
+        _hot_desc[i] = _hot_info[i] = NULL
+
+
+cdef tuple _desc_info_of(object d):
+    """``(name, head bytes, super, d)`` of descriptor ``d``: from the hot cache, else _DESC_INFO, else the layer
+    above (``desc_info``)."""
+    cdef size_t slot = (<size_t><PyObject*>d >> 4) % HOT_DESCS
+    cdef tuple info
+    cdef PyObject* old_d
+    cdef PyObject* old_i
+    if _hot_desc[slot] == <PyObject*>d:
+        return <tuple><object>_hot_info[slot]
+    key = PyLong_FromVoidPtr(<void*>d)            # id(d)
+    info = _DESC_INFO.get(key)
+    if info is None or info[3] is not d:
+        info = (*_desc_info(d), d)
+        if len(_DESC_INFO) < MAX_DESC_INFO:
+            _DESC_INFO[key] = info
+    old_d, old_i = _hot_desc[slot], _hot_info[slot]
+    Py_INCREF(d)
+    Py_INCREF(info)
+    _hot_desc[slot], _hot_info[slot] = <PyObject*>d, <PyObject*>info
+    Py_XDECREF(old_d)                              # last: a deallocation may run Python code
+    Py_XDECREF(old_i)
+    return info
 cdef dict _DESC_INFO = {}         # id(descriptor) -> (name, head, super, descriptor): by identity, as a frozen
 #                                   dataclass's hash is Python code (five lookups per call); the entry keeps it alive
 
@@ -542,6 +577,7 @@ def configure_writer(desc_info, class_object_desc, java_object_type, jlong_type,
     _nan_bits = int.from_bytes(nan_bits, "big")
     _DESC_INFO.clear()
     _CLASS_DESCS.clear()
+    _hot_clear()
 
 
 class _NotHere(Exception):
@@ -680,12 +716,7 @@ cdef class _Out:
         if d is None:
             self.put1(TC_NULL)
             return 0
-        key = PyLong_FromVoidPtr(<void*>d)            # id(d)
-        info = _DESC_INFO.get(key)
-        if info is None or info[3] is not d:
-            info = (*_desc_info(d), d)
-            if len(_DESC_INFO) < MAX_DESC_INFO:
-                _DESC_INFO[key] = info
+        info = _desc_info_of(d)
         h = _named_find(&self._descs, self.descs, <str?>info[0])
         if h >= 0:
             return self.ref(h)
