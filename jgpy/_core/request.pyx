@@ -24,6 +24,9 @@ from jgpy._core.headers cimport MultiDestinationHeader, RequestCorrelatorHeader
 from jgpy._core.message cimport Message
 from jgpy.errors import JgpyError
 
+import threading
+from _thread import RLock
+
 cdef extern from "pythread.h":
     ctypedef long long PY_TIMEOUT_T
     PyLockStatus PyThread_acquire_lock_timed(PyThread_type_lock lock, PY_TIMEOUT_T microseconds,
@@ -43,17 +46,18 @@ cdef enum:
 #: longer waits than this (seconds) wait for ever (a deadline in ns must fit in 63 bits)
 cdef double _FOREVER_S = 1e9
 
-# set by configure(): the Python half's answer type (Rsp) and how an RspList takes a dict it owns
+# set by configure(): the Python half's answer type (Rsp) and list type (RspList, over a dict it owns: _rsps)
 cdef object _rsp_type = None
 cdef object _rsp_new = None
-cdef object _rsplist_owning = None
+cdef object _rsplist_type = None
 
 
-def configure(rsp_type, rsplist_owning) -> None:
+def configure(rsp_type, rsplist_type) -> None:
     """What the core takes from ``jgpy.blocks.correlator``: the type of one member's answer (``Rsp``: its fields
-    ``sender``, ``value``, ``received``, ``suspected``) and ``RspList._owning`` (a list over a dict it owns)."""
-    global _rsp_type, _rsp_new, _rsplist_owning
-    _rsp_type, _rsp_new, _rsplist_owning = rsp_type, rsp_type.__new__, rsplist_owning
+    ``sender``, ``value``, ``received``, ``suspected``) and of the answers of a call (``RspList``, whose
+    ``_rsps`` is the dict of them)."""
+    global _rsp_type, _rsp_new, _rsplist_type
+    _rsp_type, _rsp_new, _rsplist_type = rsp_type, rsp_type.__new__, rsplist_type
 
 
 cdef object _new_rsp(sender, value, bint received, bint suspected):
@@ -108,9 +112,17 @@ cdef class RequestCore:
                 PyThread_release_lock(self._latch)
             PyThread_free_lock(self._latch)
 
-    def _setup(self, corr, req_id, targets, options, lock, cv):
-        """Called once by the Python half's constructor: the request's fields, an answer (not received) for each
-        of ``targets``, its lock (and Condition)."""
+    def __init__(self, corr, req_id, targets, options):
+        """A call to ``targets`` (``options``: a RequestOptions) as request ``req_id`` of ``corr`` (None: a
+        request nobody sends, e.g. in tests); an answer, not received yet, for each target."""
+        lock = RLock()                # re-entrant: an RspFilter runs under it and may read the request
+        # with a response filter: answers other threads read, handed to a waiting caller (offer), which runs
+        # the filter on its own thread (a caller waiting in an OOB handler would otherwise wait for them
+        # behind itself in the OOB queue)
+        self._setup(corr, req_id, targets, options, lock,
+                    threading.Condition(lock) if options.rsp_filter is not None else None)
+
+    cdef _setup(self, corr, req_id, targets, options, lock, cv):
         cdef dict rsps = {}
         if _rsp_type is None:
             raise RuntimeError("jgpy._core.request.configure() was not called (import jgpy.blocks.correlator)")
@@ -256,7 +268,9 @@ cdef class RequestCore:
                 out[a] = _new_rsp(a, r.value, r.received, r.suspected)
         finally:
             self._release()
-        return _rsplist_owning(out)
+        rsps = _rsplist_type.__new__(_rsplist_type)
+        rsps._rsps = out
+        return rsps
 
     def wait(self, double timeout_ms):
         """Wait until the answers are complete or ``timeout_ms`` passed (<= 0: for ever); True if complete.

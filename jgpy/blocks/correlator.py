@@ -139,17 +139,11 @@ class Rsp:
 
 
 class RspList(Mapping[Address, Rsp]):
-    """The answers of a group call by member (Java's RspList)."""
+    """The answers of a group call by member (Java's RspList). A request's ``results()`` (the C core) makes one
+    over a dict of copies it owns: ``_rsps`` set on a bare instance, without a second copy."""
 
     def __init__(self, rsps: Mapping[Address, Rsp] | None = None) -> None:
         self._rsps = dict(rsps or {})
-
-    @classmethod
-    def _owning(cls, rsps: dict[Address, Rsp]) -> RspList:
-        """A list over ``rsps`` itself (a dict nobody else holds), without the copy."""
-        out = cls.__new__(cls)
-        out._rsps = rsps
-        return out
 
     def __getitem__(self, addr: Address) -> Rsp:
         return self._rsps[addr]
@@ -213,15 +207,10 @@ class GroupRequest(RequestCore):
     module's docstring); ``_waker`` then wakes it when another thread completes the request. Response filters,
     done callbacks, suspicions and offered answers are this class's."""
 
-    def __init__(self, corr: RequestCorrelator | None, req_id: int, targets: Collection[Address],
-                 options: RequestOptions) -> None:
-        lock = RLock()                              # the answers, the counts, done, the callbacks (re-entrant,
-        #                                             as the Condition's RLock was: an RspFilter runs under it)
-        # with a response filter: answers other threads read, handed to a waiting caller (offer), which runs
-        # the filter on its own thread (a caller waiting in an OOB handler would otherwise wait for them
-        # behind itself in the OOB queue)
-        cv = threading.Condition(lock) if options.rsp_filter is not None else None
-        self._setup(corr, req_id, targets, options, lock, cv)
+    if TYPE_CHECKING:
+        def __init__(self, corr: RequestCorrelator | None, req_id: int, targets: Collection[Address],
+                     options: RequestOptions) -> None:
+            """The core's."""
 
     # ---- responses and membership (receive threads)
 
@@ -355,7 +344,7 @@ class GroupRequest(RequestCore):
                 log.exception("a request's done callback failed")
 
 
-configure_request_core(Rsp, RspList._owning)
+configure_request_core(Rsp, RspList)
 
 
 def _filter_accepts(flt: RspFilter, value: Any, sender: Address) -> bool:
