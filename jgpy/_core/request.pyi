@@ -6,7 +6,18 @@ from typing_extensions import disjoint_base
 
 from jgpy._core.message import Message
 
-def configure(rsp_type: type, rsplist_type: type) -> None: ...
+def configure(rsp_type: type[RspCore], rsplist_type: type) -> None: ...
+
+@disjoint_base
+class RspCore:
+    """One member's answer to a call."""
+
+    sender: Any
+    value: Any
+    received: bool
+    suspected: bool
+
+    def __init__(self, sender: Any) -> None: ...
 
 @disjoint_base
 class RequestCore:

@@ -52,16 +52,31 @@ cdef object _rsp_new = None
 cdef object _rsplist_type = None
 
 
-def configure(rsp_type, rsplist_type) -> None:
+def configure(type rsp_type, rsplist_type) -> None:
     """What the core takes from ``jgpy.blocks.correlator``: the type of one member's answer (``Rsp``: its fields
     ``sender``, ``value``, ``received``, ``suspected``) and of the answers of a call (``RspList``, whose
     ``_rsps`` is the dict of them)."""
     global _rsp_type, _rsp_new, _rsplist_type
+    if not issubclass(rsp_type, RspCore):
+        raise TypeError(f"{rsp_type.__name__} must derive from RspCore")
     _rsp_type, _rsp_new, _rsplist_type = rsp_type, rsp_type.__new__, rsplist_type
 
 
-cdef object _new_rsp(sender, value, bint received, bint suspected):
-    r = _rsp_new(_rsp_type)
+cdef class RspCore:
+    """One member's answer to a call (``Rsp`` in ``jgpy.blocks.correlator`` derives from it): ``value`` (a value,
+    or the exception the call raised there), ``received``, ``suspected``."""
+
+    cdef public object sender
+    cdef public object value
+    cdef public bint received
+    cdef public bint suspected
+
+    def __init__(self, sender):
+        self.sender = sender
+
+
+cdef RspCore _new_rsp(sender, value, bint received, bint suspected):
+    cdef RspCore r = <RspCore>_rsp_new(_rsp_type)
     r.sender = sender
     r.value = value
     r.received = received
@@ -203,9 +218,9 @@ cdef class RequestCore:
         try:
             if self.done:
                 return True
-            if not rsp.received:
-                rsp.value = value
-                rsp.received = True
+            if not (<RspCore?>rsp).received:
+                (<RspCore>rsp).value = value
+                (<RspCore>rsp).received = True
                 self._num_received += 1
             callbacks = self._open(False)
         finally:
@@ -265,7 +280,7 @@ cdef class RequestCore:
         self._acquire()
         try:
             for a, r in self.rsps.items():
-                out[a] = _new_rsp(a, r.value, r.received, r.suspected)
+                out[a] = _new_rsp(a, (<RspCore?>r).value, (<RspCore>r).received, (<RspCore>r).suspected)
         finally:
             self._release()
         rsps = _rsplist_type.__new__(_rsplist_type)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Mapping, 
 
 from jgpy._core.address import Address
 from jgpy._core.message import Message
-from jgpy._core.request import CorrelatorCore, RequestCore
+from jgpy._core.request import CorrelatorCore, RequestCore, RspCore
 from jgpy._core.request import configure as configure_request_core
 from jgpy.errors import JgpyError
 from jgpy.headers import MultiDestinationHeader, RequestCorrelatorHeader
@@ -106,17 +106,11 @@ class SuspectedError(JgpyError):
         self.member = member
 
 
-class Rsp:
+class Rsp(RspCore):
     """One member's answer: ``value`` (a value, or the exception the call raised there), ``received``,
-    ``suspected``."""
+    ``suspected`` (the fields are the C core's, ``RspCore``)."""
 
-    __slots__ = ("sender", "value", "received", "suspected")
-
-    def __init__(self, sender: Address) -> None:
-        self.sender = sender
-        self.value: Any = None
-        self.received = False
-        self.suspected = False
+    __slots__ = ()
 
     @property
     def exception(self) -> BaseException | None:
