@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from _thread import RLock
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Mapping, Protocol
 
