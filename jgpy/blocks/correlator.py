@@ -255,9 +255,10 @@ class GroupRequest(RequestCore):
 
     def offer(self, msg: Message, hdr: Any) -> bool:
         """On a receive thread: hand the answer ``msg`` to a caller waiting for this request (one with a
-        response filter), which handles it on its own thread; False when no caller waits here, or it has as
-        many answers waiting as the request has members (the rest go the usual way)."""
-        if self._cv is None:
+        response filter), which handles it on its own thread; False (it goes the usual way) when no caller waits
+        here, when the sender is not one of the request's members (a multicast call reaches every member, and
+        all of them answer: ours too), or when as many answers wait as the request has members."""
+        if self._cv is None or msg.src not in self.rsps:
             return False
         with self._lock:
             if self._takers == 0 or self.done or len(self._inbox) >= len(self.rsps):
