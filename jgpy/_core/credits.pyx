@@ -235,7 +235,6 @@ cdef class CreditCore(ProtocolCore):
         before ``received`` is set: ``_up_batch``."""
         cdef Message m
         cdef int64_t length, owed
-        cdef object me = None
         cdef object src
         if PyList_GET_SIZE(msgs) != 1 or self.received is None:
             return self._up_batch(msgs)
@@ -247,21 +246,29 @@ cdef class CreditCore(ProtocolCore):
             return None
         length = m._len
         src = m.src
-        if self.ignore_synchronous_response:
-            me = PyLong_FromUnsignedLong(PyThread_get_thread_ident())
-            if PySet_Contains(self._delivering, me):
-                me = None                        # a nested delivery: the outer one keeps the mark
-            else:
-                PySet_Add(self._delivering, me)
         try:
-            self.up_prot.up_batch(msgs)
+            self._up_delivering(msgs)
         finally:
-            if me is not None:
-                PySet_Discard(self._delivering, me)
             owed = (<ReceiverCredits>self.received).consumed(src, length)
             if owed > 0:
                 self.send_credit(src, owed)
         return None
+
+    def _up_delivering(self, list chunk):
+        """Pass ``chunk`` up, this thread marked as delivering (JGRP-465: what it sends meanwhile is not blocked);
+        a nested delivery on this thread leaves the mark to its outer one."""
+        cdef object me = None
+        if self.ignore_synchronous_response:
+            me = PyLong_FromUnsignedLong(PyThread_get_thread_ident())
+            if PySet_Contains(self._delivering, me):
+                me = None
+            else:
+                PySet_Add(self._delivering, me)
+        try:
+            self.up_prot.up_batch(chunk)
+        finally:
+            if me is not None:
+                PySet_Discard(self._delivering, me)
 
     cdef object _down(self, Message msg):
         cdef Py_ssize_t length = msg._len

@@ -225,12 +225,16 @@ cdef class RequestCore:
             callbacks = self._open(False)
         finally:
             self._release()
+        self._run_done(callbacks, defer)
+        return True
+
+    def _run_done(self, callbacks, defer):
+        """Run the done callbacks an answer released (if any): through ``defer(fn, *args)``, else here."""
         if callbacks:
             if defer is not None:
                 defer(self._run, callbacks)
             else:
                 self._run(callbacks)
-        return True
 
     def _consume(self, Message msg):
         """Handle ``msg`` here if it answers this request; False: not ours. A ``byte[]`` answer from one of the
@@ -247,13 +251,10 @@ cdef class RequestCore:
         buf = msg._buf
         rsp = self.rsps.get(msg.src)
         if (rsp is None or self.done or self._filter is not None or type(buf) is not bytes or msg._len < 1
-                or msg._off + msg._len > PyBytes_GET_SIZE(buf)):
+                or msg._off + msg._len > PyBytes_GET_SIZE(buf) or PyBytes_AS_STRING(buf)[msg._off] != TAG_BYTEARRAY):
             self.corr._handle_response(msg, hdr)
             return True
         p = PyBytes_AS_STRING(buf) + msg._off
-        if p[0] != TAG_BYTEARRAY:
-            self.corr._handle_response(msg, hdr)
-            return True
         self.corr.responses_received += 1
         self._answer(rsp, PyBytes_FromStringAndSize(p + 1, msg._len - 1), None)
         return True
@@ -349,11 +350,8 @@ cdef class RequestCore:
     def _forget(self, callbacks):
         """The request is done (``_notify(True)`` returned ``callbacks``): the correlator forgets it, then the
         callbacks run."""
-        corr = self.corr
-        if isinstance(corr, CorrelatorCore):
-            (<CorrelatorCore>corr)._done(self.req_id)
-        elif corr is not None:
-            corr.done(self.req_id)
+        if self.corr is not None:
+            (<CorrelatorCore?>self.corr)._done(self.req_id)
         if callbacks:
             self._run(callbacks)
 

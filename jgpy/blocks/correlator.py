@@ -222,11 +222,7 @@ class GroupRequest(RequestCore):
             if not _filter_needs_more(flt):
                 self.done = True
             callbacks = self._notify(False)
-        if callbacks:
-            if defer is not None:
-                defer(self._run, callbacks)
-            else:
-                self._run(callbacks)
+        self._run_done(callbacks, defer)
         return True
 
     def suspect(self, member: Address) -> None:

@@ -160,20 +160,6 @@ class FlowControl(CreditCore, Protocol):
                 for sender, credits in owed:
                     self.send_credit(sender, credits)
 
-    def _up_delivering(self, chunk: list) -> None:
-        """Pass ``chunk`` up, this thread marked as delivering (JGRP-465: what it sends meanwhile is not blocked);
-        a nested delivery on this thread leaves the mark to its outer one."""
-        me = get_ident() if self.ignore_synchronous_response else 0
-        delivering = self._delivering
-        outer = not me or me in delivering
-        if not outer:
-            delivering.add(me)
-        try:
-            self.up_prot.up_batch(chunk)
-        finally:
-            if not outer:
-                delivering.discard(me)
-
     def _handle_credit_msg(self, msg: Message) -> None:
         """REPLENISH or CREDIT_REQUEST (a non-member's is ignored: the credit tables hold members only)."""
         hdr = msg.get_header(self.id)
